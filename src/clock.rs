@@ -1,0 +1,243 @@
+//! Clocks: where time enters the queue.
+//!
+//! The queue reads time only through its [`Clock`]. With [`SystemClock`] (the
+//! default) deadlines are real `Instant`s and sleepers park with a timeout. With
+//! [`MockClock`] time stands still until the test calls
+//! [`advance`](MockClock::advance) or [`set`](MockClock::set), which wakes every
+//! queue built on that clock so that it re-reads the time: tests (and loom models)
+//! decide timing exactly, with no sleeps.
+
+use crate::sync::{lock, Mutex, Parker};
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The clock a queue reads: a [`SystemClock`] or a [`MockClock`].
+///
+/// Build one with `Clock::from(SystemClock)` / `Clock::from(mock.clone())`, or pass
+/// either clock to [`Builder::clock`](crate::Builder::clock) directly.
+#[derive(Clone, Debug, Default)]
+pub struct Clock {
+    kind: Kind,
+}
+
+#[derive(Clone, Debug, Default)]
+enum Kind {
+    #[default]
+    System,
+    Mock(MockClock),
+}
+
+/// The operating system's monotonic clock (`Instant::now()`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SystemClock;
+
+impl SystemClock {
+    /// The current instant.
+    pub fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// A clock that moves only when told to; for deterministic tests.
+///
+/// Clones share one time. Every queue built on the clock is woken by
+/// [`advance`](MockClock::advance) and [`set`](MockClock::set), so an item falls due
+/// exactly when the mock time passes its deadline.
+///
+/// # Examples
+///
+/// ```
+/// use delayq::{Builder, MockClock};
+/// use std::time::Duration;
+///
+/// let clock = MockClock::new();
+/// let (tx, rx) = Builder::new().clock(clock.clone()).build::<&str>().unwrap();
+/// tx.send_after("tea", Duration::from_secs(180)).unwrap();
+/// assert!(rx.try_recv().is_err()); // not due: the mock time has not moved
+/// clock.advance(Duration::from_secs(180));
+/// assert_eq!(rx.recv(), Ok("tea"));
+/// ```
+#[derive(Clone)]
+pub struct MockClock {
+    inner: Arc<MockInner>,
+}
+
+struct MockInner {
+    now: Mutex<Instant>,
+    listeners: Mutex<Listeners>,
+}
+
+#[derive(Default)]
+struct Listeners {
+    next_id: u64,
+    list: Vec<(u64, Arc<dyn Fn() + Send + Sync>)>,
+}
+
+impl MockClock {
+    /// A mock clock that reads the real `Instant::now()` once, then stands still.
+    pub fn new() -> MockClock {
+        MockClock::starting_at(Instant::now())
+    }
+
+    /// A mock clock that stands at `start`.
+    pub fn starting_at(start: Instant) -> MockClock {
+        MockClock {
+            inner: Arc::new(MockInner {
+                now: Mutex::new(start),
+                listeners: Mutex::new(Listeners::default()),
+            }),
+        }
+    }
+
+    /// The mock time.
+    pub fn now(&self) -> Instant {
+        *lock(&self.inner.now)
+    }
+
+    /// Moves the time forward by `by` and wakes every queue on this clock. A step
+    /// that would overflow `Instant` is shortened to the largest one that does not.
+    pub fn advance(&self, by: Duration) {
+        {
+            let mut now = lock(&self.inner.now);
+            let mut step = by;
+            *now = loop {
+                match now.checked_add(step) {
+                    Some(t) => break t,
+                    None => step /= 2,
+                }
+            };
+        }
+        self.notify();
+    }
+
+    /// Sets the time to `to` and wakes every queue on this clock. Time never runs
+    /// backwards: a `to` earlier than the current mock time leaves it unchanged.
+    pub fn set(&self, to: Instant) {
+        {
+            let mut now = lock(&self.inner.now);
+            if to > *now {
+                *now = to;
+            }
+        }
+        self.notify();
+    }
+
+    fn notify(&self) {
+        // Call the listeners with no lock held: they take the queues' own locks.
+        let listeners: Vec<_> = lock(&self.inner.listeners).list.iter().map(|(_, f)| f.clone()).collect();
+        for f in listeners {
+            f();
+        }
+    }
+}
+
+impl Default for MockClock {
+    fn default() -> Self {
+        MockClock::new()
+    }
+}
+
+impl fmt::Debug for MockClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MockClock").field("now", &self.now()).finish()
+    }
+}
+
+impl From<SystemClock> for Clock {
+    fn from(_: SystemClock) -> Clock {
+        Clock { kind: Kind::System }
+    }
+}
+
+impl From<MockClock> for Clock {
+    fn from(m: MockClock) -> Clock {
+        Clock { kind: Kind::Mock(m) }
+    }
+}
+
+impl Clock {
+    /// The current instant by this clock.
+    pub fn now(&self) -> Instant {
+        match &self.kind {
+            Kind::System => Instant::now(),
+            Kind::Mock(m) => m.now(),
+        }
+    }
+
+    /// `true` for a [`MockClock`].
+    pub fn is_mock(&self) -> bool {
+        matches!(self.kind, Kind::Mock(_))
+    }
+
+    /// Parks until unparked or until `deadline` by this clock. On a mock clock the
+    /// park is untimed: the clock's `advance` unparks every subscribed sleeper.
+    pub(crate) fn park(&self, parker: &Parker, deadline: Option<Instant>) {
+        match &self.kind {
+            Kind::System => parker.park(deadline),
+            Kind::Mock(_) => parker.park(None),
+        }
+    }
+
+    /// Calls `wake` whenever a mock clock moves, until the returned guard drops.
+    /// A system clock never calls it.
+    pub(crate) fn subscribe(&self, wake: Arc<dyn Fn() + Send + Sync>) -> Subscription {
+        match &self.kind {
+            Kind::System => Subscription { clock: None, id: 0 },
+            Kind::Mock(m) => {
+                let mut l = lock(&m.inner.listeners);
+                let id = l.next_id;
+                l.next_id += 1;
+                l.list.push((id, wake));
+                Subscription { clock: Some(m.clone()), id }
+            }
+        }
+    }
+}
+
+/// Removes a clock listener when dropped.
+pub(crate) struct Subscription {
+    clock: Option<MockClock>,
+    id: u64,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(m) = &self.clock {
+            lock(&m.inner.listeners).list.retain(|(id, _)| *id != self.id);
+        }
+    }
+}
+
+impl fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Subscription").field("id", &self.id).finish()
+    }
+}
+
+/// Converts between `Instant`s and the `u64` nanosecond ticks the proxies order by.
+///
+/// The origin lies about a century before the queue was built, so past deadlines
+/// keep their exact value; ticks saturate about 480 years after it (such a
+/// deadline never falls due in practice).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ticks {
+    origin: Instant,
+}
+
+impl Ticks {
+    pub(crate) fn new(now: Instant) -> Ticks {
+        const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+        Ticks { origin: now.checked_sub(CENTURY).unwrap_or(now) }
+    }
+
+    pub(crate) fn of(&self, t: Instant) -> u64 {
+        let d = t.saturating_duration_since(self.origin);
+        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    pub(crate) fn instant(&self, ticks: u64) -> Instant {
+        let d = Duration::from_nanos(ticks);
+        self.origin.checked_add(d).unwrap_or(self.origin + Duration::from_nanos(ticks / 2))
+    }
+}

@@ -1,0 +1,67 @@
+//! The dequeue proxy: moves due items from the heap to the egress ring.
+//!
+//! Each round it reads the clock once, then in ONE critical section of the timers
+//! lock moves every due item (as many as the egress ring has room for), reads the
+//! new head and records its sleep plan ([`Sleep`]). After unlocking it wakes as
+//! many consumers as it moved items, then parks until the new head's deadline, an
+//! earlier head, egress room, a mock-clock step or shutdown.
+
+use crate::shared::Shared;
+use crate::sync::{lock, Ordering, Parker};
+use crate::wakeup::Sleep;
+
+pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
+    loop {
+        if shared.disconnected.load(Ordering::SeqCst) {
+            // The enqueue proxy drops what is pending.
+            return;
+        }
+        let now = shared.now_ticks();
+        let (moved, plan) = {
+            let mut t = lock(&shared.timers);
+            let mut moved = 0;
+            let mut full = false;
+            loop {
+                if shared.egress.is_full() {
+                    full = t.heap.peek().is_some_and(|d| d <= now);
+                    break;
+                }
+                let Some(entry) = t.heap.pop_due(now) else { break };
+                // Cannot fail: we are the only pusher and the ring is not full.
+                if shared.egress.push(entry).is_err() {
+                    unreachable!("egress ring refused a push below capacity");
+                }
+                moved += 1;
+            }
+            let plan = Sleep::plan(t.heap.peek(), full);
+            #[cfg(not(delayq_bug_lost_wakeup))]
+            {
+                t.sleep = plan;
+            }
+            (moved, plan)
+        };
+        // Planted bug for the loom suite: publishing the plan in a second critical
+        // section opens the "looked at the head, then slept" window of seed 000.
+        #[cfg(delayq_bug_lost_wakeup)]
+        {
+            lock(&shared.timers).sleep = plan;
+        }
+        if moved > 0 {
+            shared.signals.consumers.notify(moved);
+        }
+        match plan {
+            Sleep::Space => {
+                let bell = &shared.signals.dequeue;
+                bell.prepare_sleep();
+                let room = shared.egress.len() <= shared.egress.capacity() / 2;
+                if !room && !shared.disconnected.load(Ordering::SeqCst) {
+                    parker.park(None);
+                }
+                bell.awake();
+            }
+            Sleep::Until(t) => shared.clock.park(parker, Some(shared.ticks.instant(t))),
+            Sleep::Forever => shared.clock.park(parker, None),
+            Sleep::Awake => {}
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The enqueue proxy: the only writer of new entries into the heap.
+//!
+//! Each wakeup it drains up to `BATCH` commands from the ingress and applies them
+//! all in ONE critical section of the timers lock (flat combining: one lock
+//! round-trip and at most one dequeue-proxy wakeup per batch, not per item). It
+//! answers commands and wakes anyone only after releasing the lock. With nothing
+//! to do it parks on its [`Bell`](crate::wakeup::Bell); it has no timer.
+
+use crate::oneshot::Answer;
+use crate::shared::{drop_quietly, Cmd, Shared};
+use crate::sync::{lock, yield_now, Ordering, Parker};
+
+/// Commands applied per lock round-trip at most.
+pub(crate) const BATCH: usize = 1024;
+
+/// An answer to send once the lock is released.
+enum Done<T> {
+    Item(Answer<Option<T>>, Option<T>),
+    Flag(Answer<bool>, bool),
+    Tick(Answer<Option<u64>>, Option<u64>),
+    All(Answer<Vec<(u64, T)>>, Vec<(u64, T)>),
+}
+
+impl<T> Done<T> {
+    fn send(self) {
+        match self {
+            Done::Item(a, v) => a.send(v),
+            Done::Flag(a, v) => a.send(v),
+            Done::Tick(a, v) => a.send(v),
+            Done::All(a, v) => a.send(v),
+        }
+    }
+}
+
+pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
+    let mut batch: Vec<Cmd<T>> = Vec::with_capacity(BATCH);
+    let mut done: Vec<Done<T>> = Vec::new();
+    loop {
+        if shared.disconnected.load(Ordering::SeqCst) {
+            return wind_down(shared);
+        }
+        shared.ingress.drain_into(&mut batch, BATCH);
+        if !batch.is_empty() {
+            apply(shared, &mut batch, &mut done);
+            continue;
+        }
+        // Idle: register, re-check, park (wakeup mechanism 2).
+        let bell = &shared.signals.enqueue;
+        bell.prepare_sleep();
+        if !shared.ingress.is_empty() {
+            bell.awake();
+            // A producer claimed a slot and is mid-write: let it finish.
+            yield_now();
+            continue;
+        }
+        if shared.disconnected.load(Ordering::SeqCst) {
+            bell.awake();
+            continue;
+        }
+        parker.park(None);
+        bell.awake();
+    }
+}
+
+fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>) {
+    let mut released = 0;
+    let wake = {
+        let mut t = lock(&shared.timers);
+        for cmd in batch.drain(..) {
+            match cmd {
+                Cmd::Insert { key, deadline, item } => t.heap.insert(key, deadline, item),
+                Cmd::Cancel { key, answer } => {
+                    let item = t.heap.cancel(key).map(|(_, item)| item);
+                    released += usize::from(item.is_some());
+                    done.push(Done::Item(answer, item));
+                }
+                Cmd::Reschedule { key, deadline, answer } => {
+                    done.push(Done::Flag(answer, t.heap.reschedule(key, deadline)));
+                }
+                Cmd::Peek { answer } => {
+                    // SAFETY: only the dequeue proxy pushes to the egress ring, and
+                    // it does so holding the timers lock, which we hold.
+                    let staged = unsafe { shared.egress.peek_with(|&(d, _)| d) };
+                    let head = t.heap.peek();
+                    done.push(Done::Tick(answer, staged.or(head)));
+                }
+                Cmd::TakePending { answer } => {
+                    // Staged items are older than any in the heap: they go first.
+                    let mut all = Vec::new();
+                    while let Some(x) = shared.egress.pop() {
+                        all.push(x);
+                    }
+                    all.extend(t.heap.take_all());
+                    released += all.len();
+                    done.push(Done::All(answer, all));
+                }
+            }
+        }
+        let head = t.heap.peek();
+        t.sleep.must_wake_for(head)
+    };
+    if wake {
+        shared.signals.dequeue.force();
+    }
+    // Release before answering, so that `len` is exact when `cancel` returns.
+    shared.release(released);
+    for d in done.drain(..) {
+        d.send();
+    }
+}
+
+/// The last receiver is gone: answer what is queued, drop every pending item.
+fn wind_down<T>(shared: &Shared<T>) {
+    let mut rest = Vec::new();
+    shared.ingress.drain_closed(&mut rest);
+    let mut dropped = Vec::new();
+    let mut released = 0;
+    let mut done = Vec::new();
+    {
+        let mut t = lock(&shared.timers);
+        for cmd in rest {
+            match cmd {
+                Cmd::Insert { item, .. } => dropped.push(item),
+                Cmd::Cancel { key, answer } => {
+                    let item = t.heap.cancel(key).map(|(_, item)| item);
+                    released += usize::from(item.is_some());
+                    done.push(Done::Item(answer, item));
+                }
+                // Nothing will be delivered any more: there is nothing to move.
+                Cmd::Reschedule { answer, .. } => done.push(Done::Flag(answer, false)),
+                Cmd::Peek { answer } => done.push(Done::Tick(answer, None)),
+                Cmd::TakePending { answer } => done.push(Done::All(answer, Vec::new())),
+            }
+        }
+        dropped.extend(t.heap.take_all().into_iter().map(|(_, item)| item));
+        while let Some((_, item)) = shared.egress.pop() {
+            dropped.push(item);
+        }
+    }
+    shared.release(released + dropped.len());
+    for d in done {
+        d.send();
+    }
+    drop_quietly(dropped);
+}

@@ -1,0 +1,397 @@
+//! The consumer handle and its iterators.
+
+use crate::builder::Chan;
+use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
+use crate::oneshot;
+use crate::shared::Cmd;
+use crate::sync::Ordering;
+use crate::waiters::block_on;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The receiving half of a delay queue. `Clone + Send + Sync`.
+///
+/// Receiving never touches the heap: due items wait in a lock-free egress ring,
+/// filled in deadline order by the dequeue proxy; a receiver with nothing due
+/// parks until the proxy hands it an item.
+///
+/// When the last `Receiver` is dropped, sends fail with the item handed back,
+/// pending items are dropped, and the proxy threads exit.
+pub struct Receiver<T> {
+    chan: Arc<Chan<T>>,
+}
+
+impl<T: Send + 'static> Receiver<T> {
+    pub(crate) fn new(chan: Arc<Chan<T>>) -> Self {
+        Receiver { chan }
+    }
+
+    /// One attempt: a due item, "exhausted", or nothing yet.
+    fn attempt(&self) -> Option<Result<T, RecvError>> {
+        let s = &self.chan.shared;
+        if let Some(item) = s.try_take() {
+            return Some(Ok(item));
+        }
+        s.is_exhausted().then_some(Err(RecvError))
+    }
+
+    /// Blocks until an item is due and returns it (earliest deadline first).
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError`] once the queue is empty and no item can arrive any more:
+    /// every [`Sender`](crate::Sender) is gone, or the queue was
+    /// [`close`](Receiver::close)d.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// tx.send_after("b", Duration::from_millis(2)).unwrap();
+    /// tx.send_after("a", Duration::from_millis(1)).unwrap();
+    /// drop(tx);
+    /// assert_eq!(rx.recv(), Ok("a"));
+    /// assert_eq!(rx.recv(), Ok("b"));
+    /// assert_eq!(rx.recv(), Err(delayq::RecvError));
+    /// ```
+    pub fn recv(&self) -> Result<T, RecvError> {
+        let s = &self.chan.shared;
+        block_on(&s.signals.consumers, &s.clock, None, || self.attempt()).unwrap_or(Err(RecvError))
+    }
+
+    /// Returns a due item if there is one now, without blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`TryRecvError::Empty`] if nothing is due (items may be pending);
+    /// [`TryRecvError::Disconnected`] as for [`recv`](Receiver::recv).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::TryRecvError;
+    /// use std::time::Duration;
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// tx.send_after(1, Duration::from_secs(60)).unwrap();
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    /// ```
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        match self.attempt() {
+            Some(Ok(t)) => Ok(t),
+            Some(Err(_)) => Err(TryRecvError::Disconnected),
+            None => Err(TryRecvError::Empty),
+        }
+    }
+
+    /// Waits at most `timeout` (by the queue's clock) for a due item. A timeout
+    /// too large for `Instant` waits forever.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvTimeoutError::Timeout`] if nothing fell due in time;
+    /// [`RecvTimeoutError::Disconnected`] as for [`recv`](Receiver::recv).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::RecvTimeoutError;
+    /// use std::time::Duration;
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// tx.send_after(1, Duration::from_secs(60)).unwrap();
+    /// assert_eq!(rx.recv_timeout(Duration::from_millis(5)), Err(RecvTimeoutError::Timeout));
+    /// ```
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        match self.chan.shared.clock.now().checked_add(timeout) {
+            Some(deadline) => self.recv_deadline(deadline),
+            None => self.recv().map_err(RecvTimeoutError::from),
+        }
+    }
+
+    /// Waits until `deadline` (by the queue's clock) for a due item.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv_timeout`](Receiver::recv_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::{Builder, MockClock, RecvTimeoutError};
+    /// use std::time::Duration;
+    ///
+    /// let clock = MockClock::new();
+    /// let (tx, rx) = Builder::new().clock(clock.clone()).build().unwrap();
+    /// tx.send_after('x', Duration::from_secs(10)).unwrap();
+    /// let soon = clock.now() + Duration::from_secs(5);
+    /// clock.advance(Duration::from_secs(5));
+    /// assert_eq!(rx.recv_deadline(soon), Err(RecvTimeoutError::Timeout));
+    /// clock.advance(Duration::from_secs(5));
+    /// assert_eq!(rx.recv_deadline(clock.now() + Duration::from_secs(1)), Ok('x'));
+    /// ```
+    pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+        let s = &self.chan.shared;
+        match block_on(&s.signals.consumers, &s.clock, Some(deadline), || self.attempt()) {
+            Some(Ok(t)) => Ok(t),
+            Some(Err(_)) => Err(RecvTimeoutError::Disconnected),
+            None => Err(RecvTimeoutError::Timeout),
+        }
+    }
+
+    /// Blocks until at least one item is due, then appends to `buf` every item
+    /// due now, up to `limit` in all. Returns how many it appended. With
+    /// `limit == 0` it returns `Ok(0)` at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv`](Receiver::recv) (only when nothing was appended).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// let now = Instant::now();
+    /// for i in 0..5 {
+    ///     tx.send_at(i, now).unwrap();
+    /// }
+    /// let mut buf = Vec::new();
+    /// let mut got = 0;
+    /// while got < 5 {
+    ///     got += rx.recv_many(&mut buf, 10).unwrap();
+    /// }
+    /// assert_eq!(buf, vec![0, 1, 2, 3, 4]);
+    /// ```
+    pub fn recv_many(&self, buf: &mut Vec<T>, limit: usize) -> Result<usize, RecvError> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        let first = self.recv()?;
+        buf.push(first);
+        Ok(1 + self.chan.shared.take_many(buf, limit - 1))
+    }
+
+    /// A blocking iterator: [`recv`](Receiver::recv) until it fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// for i in [3, 1, 2] {
+    ///     tx.send_after(i, Duration::from_millis(i)).unwrap();
+    /// }
+    /// drop(tx);
+    /// assert_eq!(rx.iter().collect::<Vec<_>>(), vec![1, 2, 3]);
+    /// ```
+    pub fn iter(&self) -> Iter<'_, T> {
+        Iter { rx: self }
+    }
+
+    /// A non-blocking iterator over the items due now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// tx.send_after(1, Duration::from_secs(60)).unwrap();
+    /// assert_eq!(rx.try_iter().count(), 0);
+    /// ```
+    pub fn try_iter(&self) -> TryIter<'_, T> {
+        TryIter { rx: self }
+    }
+
+    /// The earliest deadline of an item not yet received (due or not), or `None`
+    /// if nothing is pending. Asks the enqueue proxy, so every send that returned
+    /// before the call is counted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// assert_eq!(rx.peek_deadline(), None);
+    /// let at = Instant::now() + Duration::from_secs(60);
+    /// tx.send_at((), at + Duration::from_secs(1)).unwrap();
+    /// tx.send_at((), at).unwrap();
+    /// assert_eq!(rx.peek_deadline(), Some(at));
+    /// ```
+    pub fn peek_deadline(&self) -> Option<Instant> {
+        let s = &self.chan.shared;
+        let (answer, reply) = oneshot::pair();
+        if !s.command(Cmd::Peek { answer }) {
+            return None;
+        }
+        reply.wait().flatten().map(|t| s.ticks.instant(t))
+    }
+
+    /// Closes the queue to new sends (they fail with `Disconnected`); pending
+    /// items are still delivered when due, then receivers get
+    /// [`RecvError`]. Like client-go's `ShutDownWithDrain`. Idempotent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// tx.send_at(1, Instant::now()).unwrap();
+    /// rx.close();
+    /// assert!(tx.send_at(2, Instant::now()).is_err());
+    /// assert_eq!(rx.recv(), Ok(1));
+    /// assert!(rx.recv().is_err());
+    /// ```
+    pub fn close(&self) {
+        self.chan.shared.close();
+    }
+
+    /// Removes and returns every item not yet received, in deadline order, with
+    /// its deadline. After [`close`](Receiver::close) this is "shut down now,
+    /// lose nothing".
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// let t = Instant::now() + Duration::from_secs(60);
+    /// tx.send_at("b", t + Duration::from_secs(1)).unwrap();
+    /// tx.send_at("a", t).unwrap();
+    /// rx.close();
+    /// let items: Vec<_> = rx.take_pending().into_iter().map(|(_, x)| x).collect();
+    /// assert_eq!(items, vec!["a", "b"]);
+    /// assert!(rx.recv().is_err());
+    /// ```
+    pub fn take_pending(&self) -> Vec<(Instant, T)> {
+        let s = &self.chan.shared;
+        let (answer, reply) = oneshot::pair();
+        if !s.command(Cmd::TakePending { answer }) {
+            return Vec::new();
+        }
+        let all = reply.wait().unwrap_or_default();
+        all.into_iter().map(|(t, item)| (s.ticks.instant(t), item)).collect()
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Items sent and not yet received, cancelled or taken.
+    pub fn len(&self) -> usize {
+        self.chan.shared.len()
+    }
+
+    /// `len() == 0`.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `true` if a bounded queue holds `capacity` items; always `false` unbounded.
+    pub fn is_full(&self) -> bool {
+        self.capacity().is_some_and(|c| self.len() >= c)
+    }
+
+    /// The bound given at creation; `None` for an unbounded queue.
+    pub fn capacity(&self) -> Option<usize> {
+        self.chan.shared.capacity
+    }
+}
+
+impl<T> Clone for Receiver<T> {
+    fn clone(&self) -> Self {
+        // Relaxed: as `Arc::clone`.
+        self.chan.shared.receivers.fetch_add(1, Ordering::Relaxed);
+        Receiver { chan: self.chan.clone() }
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        // AcqRel: the last one sees every other receiver's work.
+        if self.chan.shared.receivers.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.chan.shared.disconnect();
+        }
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver").field("len", &self.len()).field("capacity", &self.capacity()).finish()
+    }
+}
+
+/// Blocking iterator of [`Receiver::iter`]; ends when the queue is exhausted.
+pub struct Iter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+/// Non-blocking iterator of [`Receiver::try_iter`]; ends when nothing is due.
+pub struct TryIter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+/// Owning blocking iterator of `Receiver<T>: IntoIterator`.
+pub struct IntoIter<T> {
+    rx: Receiver<T>,
+}
+
+impl<T: Send + 'static> Iterator for Iter<'_, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+impl<T: Send + 'static> Iterator for TryIter<'_, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.try_recv().ok()
+    }
+}
+
+impl<T: Send + 'static> Iterator for IntoIter<T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+impl<'a, T: Send + 'static> IntoIterator for &'a Receiver<T> {
+    type Item = T;
+    type IntoIter = Iter<'a, T>;
+    fn into_iter(self) -> Iter<'a, T> {
+        self.iter()
+    }
+}
+
+impl<T: Send + 'static> IntoIterator for Receiver<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter { rx: self }
+    }
+}
+
+impl<T> fmt::Debug for Iter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Iter { .. }")
+    }
+}
+impl<T> fmt::Debug for TryIter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TryIter { .. }")
+    }
+}
+impl<T> fmt::Debug for IntoIter<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("IntoIter { .. }")
+    }
+}

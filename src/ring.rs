@@ -1,0 +1,200 @@
+//! A bounded lock-free ring: Dmitry Vyukov's bounded MPMC queue, with a close bit.
+//!
+//! Used twice: as the ingress ring (many producers push commands, the enqueue proxy
+//! pops) and as the egress ring (the dequeue proxy pushes due items, many consumers
+//! pop).
+//!
+//! Invariant: every slot carries a `stamp`. For position `pos` (which maps to slot
+//! `pos & mask`), `stamp == pos` means "empty, ready for the push of `pos`" and
+//! `stamp == pos + 1` means "full, holding the value pushed at `pos`". A push claims
+//! `pos` by a CAS on `tail`, writes the value, then publishes `stamp = pos + 1`
+//! (Release). A pop claims `pos` by a CAS on `head`, reads the value, then frees the
+//! slot for the next lap with `stamp = pos + capacity` (Release). The claiming CAS
+//! gives the claimer the sole right to the slot's value until it stores the stamp.
+//!
+//! Closing sets `CLOSED` in `tail`: every later push fails with its value handed
+//! back, because its CAS on `tail` can no longer succeed.
+
+use crate::sync::{spin, AtomicUsize, Backoff, Ordering, UnsafeCell};
+use crossbeam_utils::CachePadded;
+use std::mem::MaybeUninit;
+
+/// The bit of `tail` that marks the ring closed to pushes.
+const CLOSED: usize = 1 << (usize::BITS - 1);
+
+struct Slot<T> {
+    stamp: AtomicUsize,
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
+/// Why a push failed; the value comes back.
+#[derive(Debug)]
+pub(crate) enum PushError<T> {
+    Full(T),
+    Closed(T),
+}
+
+pub(crate) struct Ring<T> {
+    head: CachePadded<AtomicUsize>,
+    tail: CachePadded<AtomicUsize>,
+    slots: Box<[Slot<T>]>,
+    mask: usize,
+}
+
+// SAFETY: the ring hands each value from the thread that pushed it to exactly one
+// thread that pops it (see the invariant above), so `T: Send` is all it needs.
+unsafe impl<T: Send> Send for Ring<T> {}
+// SAFETY: as for `Send`; shared access only goes through the stamp protocol.
+unsafe impl<T: Send> Sync for Ring<T> {}
+
+impl<T> Ring<T> {
+    /// A ring of `capacity.next_power_of_two()` slots (at least 2).
+    pub(crate) fn new(capacity: usize) -> Ring<T> {
+        let cap = capacity.clamp(2, 1 << 30).next_power_of_two();
+        let slots = (0..cap)
+            .map(|i| Slot { stamp: AtomicUsize::new(i), value: UnsafeCell::new(MaybeUninit::uninit()) })
+            .collect();
+        Ring {
+            head: CachePadded::new(AtomicUsize::new(0)),
+            tail: CachePadded::new(AtomicUsize::new(0)),
+            slots,
+            mask: cap - 1,
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.mask + 1
+    }
+
+    pub(crate) fn push(&self, value: T) -> Result<(), PushError<T>> {
+        // Relaxed: the stamp load below (Acquire) is what orders us after the slot's
+        // previous pop; `tail` only picks the position to try.
+        let mut tail = self.tail.load(Ordering::Relaxed);
+        let mut backoff = Backoff::new();
+        loop {
+            if tail & CLOSED != 0 {
+                return Err(PushError::Closed(value));
+            }
+            let slot = &self.slots[tail & self.mask];
+            // Acquire: pairs with the Release stamp store of the pop that freed the slot.
+            let stamp = slot.stamp.load(Ordering::Acquire);
+            if stamp == tail {
+                // SeqCst: claims belong to the total order that the wake-up checks
+                // (fences in `wakeup` and `waiters`) reason about.
+                match self.tail.compare_exchange_weak(tail, tail + 1, Ordering::SeqCst, Ordering::Relaxed) {
+                    Ok(_) => {
+                        // SAFETY: the CAS gave us position `tail`; the stamp said the
+                        // slot is empty for it, so no one else reads or writes it.
+                        slot.value.with_mut(|p| unsafe { (*p).write(value) });
+                        // Release: publishes the value to the pop of this position.
+                        slot.stamp.store(tail + 1, Ordering::Release);
+                        return Ok(());
+                    }
+                    Err(t) => tail = t,
+                }
+            } else if stamp.wrapping_add(self.mask + 1) == tail + 1 {
+                // The slot still holds the value of one lap ago. Full if no pop has
+                // claimed it; otherwise a consumer is mid-read and frees it soon.
+                // SeqCst: the verdict must not be older than the pop a blocked
+                // caller then waits for (see `wakeup::Bell`).
+                if self.head.load(Ordering::SeqCst).wrapping_add(self.mask + 1) == tail {
+                    return Err(PushError::Full(value));
+                }
+                backoff.snooze();
+                tail = self.tail.load(Ordering::Relaxed);
+            } else {
+                spin();
+                tail = self.tail.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub(crate) fn pop(&self) -> Option<T> {
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            let slot = &self.slots[head & self.mask];
+            // Acquire: pairs with the Release stamp store of the push of `head`.
+            let stamp = slot.stamp.load(Ordering::Acquire);
+            if stamp == head + 1 {
+                // SeqCst: see `push`.
+                match self.head.compare_exchange_weak(head, head + 1, Ordering::SeqCst, Ordering::Relaxed) {
+                    Ok(_) => {
+                        // SAFETY: the CAS gave us position `head`, whose stamp says
+                        // the value was fully written; we move it out exactly once.
+                        let value = slot.value.with(|p| unsafe { (*p).assume_init_read() });
+                        // Release: hands the emptied slot to the push one lap on.
+                        slot.stamp.store(head + self.mask + 1, Ordering::Release);
+                        return Some(value);
+                    }
+                    Err(h) => head = h,
+                }
+            } else if stamp == head {
+                // Nothing pushed at `head` yet (or a push claimed it and is mid-write).
+                return None;
+            } else {
+                spin();
+                head = self.head.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Reads a field of the oldest value without taking it.
+    ///
+    /// # Safety
+    /// No push may run concurrently (the caller excludes the ring's producers), and
+    /// `f` may only copy plain data out of the value: a concurrent pop may move the
+    /// value out while `f` reads it, which is sound only because nobody writes the
+    /// slot until the next push.
+    pub(crate) unsafe fn peek_with<R>(&self, f: impl Fn(&T) -> R) -> Option<R> {
+        loop {
+            // Acquire: orders the stamp read after the head that names the slot.
+            let head = self.head.load(Ordering::Acquire);
+            let slot = &self.slots[head & self.mask];
+            if slot.stamp.load(Ordering::Acquire) != head + 1 {
+                return None;
+            }
+            // SAFETY: the stamp says the push of `head` completed, and no push runs
+            // (caller's duty), so the bytes stay those of an initialised value.
+            let r = slot.value.with(|p| unsafe { f((*p).assume_init_ref()) });
+            if self.head.load(Ordering::Acquire) == head {
+                return Some(r);
+            }
+        }
+    }
+
+    /// Closes the ring to pushes. Returns `false` if it was already closed.
+    pub(crate) fn close(&self) -> bool {
+        // SeqCst: a push that sees the bit fails; one that claimed before it is
+        // drained by the closer (`is_drained`).
+        self.tail.fetch_or(CLOSED, Ordering::SeqCst) & CLOSED == 0
+    }
+
+    /// `true` when every claimed push has been popped (so nothing is mid-write).
+    pub(crate) fn is_drained(&self) -> bool {
+        let tail = self.tail.load(Ordering::SeqCst) & !CLOSED;
+        self.head.load(Ordering::SeqCst) == tail
+    }
+
+    /// Items in the ring (approximate while others push or pop).
+    pub(crate) fn len(&self) -> usize {
+        let tail = self.tail.load(Ordering::SeqCst) & !CLOSED;
+        let head = self.head.load(Ordering::SeqCst);
+        tail.saturating_sub(head)
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.len() >= self.capacity()
+    }
+}
+
+impl<T> Drop for Ring<T> {
+    fn drop(&mut self) {
+        while self.pop().is_some() {}
+    }
+}
+
+impl<T> std::fmt::Debug for Ring<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring").field("len", &self.len()).field("capacity", &self.capacity()).finish()
+    }
+}

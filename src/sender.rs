@@ -1,0 +1,261 @@
+//! The producer handle.
+
+use crate::builder::Chan;
+use crate::error::{SendError, SendTimeoutError, TrySendError};
+use crate::key::Key;
+use crate::oneshot;
+use crate::shared::{Cmd, SendFail, Wait};
+use crate::sync::Ordering;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The sending half of a delay queue. `Clone + Send + Sync`.
+///
+/// Sending never touches the heap: it reserves a unit of the queue's length (the
+/// only step that can block, on a full bounded queue), pushes a command into the
+/// lock-free ingress ring and, if the enqueue proxy sleeps, unparks it.
+///
+/// When the last `Sender` is dropped, receivers still get every pending item when
+/// it falls due, then [`RecvError`](crate::RecvError).
+pub struct Sender<T> {
+    chan: Arc<Chan<T>>,
+}
+
+impl<T: Send + 'static> Sender<T> {
+    pub(crate) fn new(chan: Arc<Chan<T>>) -> Self {
+        Sender { chan }
+    }
+
+    fn send_ticks(&self, item: T, deadline: u64, wait: Wait) -> Result<Key, SendFail<T>> {
+        let s = &self.chan.shared;
+        s.send(item, deadline, wait).map(|seq| Key { queue: s.id, seq })
+    }
+
+    /// Sends `item`, due at `deadline` by the queue's clock. A deadline in the past
+    /// is due at once. Blocks while a bounded queue is full.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`] with the item if every receiver is gone or the queue was
+    /// [`close`](crate::Receiver::close)d.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// let key = tx.send_at("hello", Instant::now() + Duration::from_millis(5)).unwrap();
+    /// assert_eq!(rx.recv(), Ok("hello"));
+    /// assert_eq!(tx.cancel(key), None); // already delivered
+    /// drop(rx);
+    /// assert_eq!(tx.send_at("late", Instant::now()).unwrap_err().into_inner(), "late");
+    /// ```
+    pub fn send_at(&self, item: T, deadline: Instant) -> Result<Key, SendError<T>> {
+        let d = self.chan.shared.ticks.of(deadline);
+        match self.send_ticks(item, d, Wait::Until(None)) {
+            Ok(k) => Ok(k),
+            Err(SendFail::Disconnected(t) | SendFail::Full(t) | SendFail::Timeout(t)) => Err(SendError(t)),
+        }
+    }
+
+    /// Sends `item`, due `delay` from now by the queue's clock. A delay too large
+    /// for `Instant` saturates to "never due in practice"; it does not panic.
+    /// Blocks while a bounded queue is full.
+    ///
+    /// # Errors
+    ///
+    /// As [`send_at`](Sender::send_at).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// tx.send_after(1, Duration::MAX).unwrap(); // saturates, never due
+    /// tx.send_after(2, Duration::ZERO).unwrap();
+    /// assert_eq!(rx.recv(), Ok(2));
+    /// assert_eq!(rx.len(), 1);
+    /// ```
+    pub fn send_after(&self, item: T, delay: Duration) -> Result<Key, SendError<T>> {
+        let s = &self.chan.shared;
+        let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+        let d = s.now_ticks().saturating_add(nanos);
+        match self.send_ticks(item, d, Wait::Until(None)) {
+            Ok(k) => Ok(k),
+            Err(SendFail::Disconnected(t) | SendFail::Full(t) | SendFail::Timeout(t)) => Err(SendError(t)),
+        }
+    }
+
+    /// Sends `item` due at `deadline` if that can be done without blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`TrySendError::Full`] if a bounded queue holds `capacity` items (an
+    /// unbounded queue never reports `Full`); [`TrySendError::Disconnected`] as for
+    /// [`send_at`](Sender::send_at). The item comes back in both.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::TrySendError;
+    /// use std::time::Instant;
+    ///
+    /// let (tx, rx) = delayq::bounded(1);
+    /// tx.try_send_at(1, Instant::now()).unwrap();
+    /// assert_eq!(tx.try_send_at(2, Instant::now()), Err(TrySendError::Full(2)));
+    /// assert_eq!(rx.recv(), Ok(1));
+    /// ```
+    pub fn try_send_at(&self, item: T, deadline: Instant) -> Result<Key, TrySendError<T>> {
+        let d = self.chan.shared.ticks.of(deadline);
+        match self.send_ticks(item, d, Wait::Never) {
+            Ok(k) => Ok(k),
+            Err(SendFail::Full(t) | SendFail::Timeout(t)) => Err(TrySendError::Full(t)),
+            Err(SendFail::Disconnected(t)) => Err(TrySendError::Disconnected(t)),
+        }
+    }
+
+    /// Sends `item` due at `deadline`, waiting at most `timeout` (by the queue's
+    /// clock) for room in a bounded queue. A timeout too large for `Instant` waits
+    /// forever.
+    ///
+    /// # Errors
+    ///
+    /// [`SendTimeoutError::Timeout`] if no room appeared in time;
+    /// [`SendTimeoutError::Disconnected`] as for [`send_at`](Sender::send_at).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::SendTimeoutError;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (tx, _rx) = delayq::bounded(1);
+    /// let far = Instant::now() + Duration::from_secs(3600);
+    /// tx.send_at("a", far).unwrap();
+    /// let e = tx.send_at_timeout("b", far, Duration::from_millis(10)).unwrap_err();
+    /// assert_eq!(e, SendTimeoutError::Timeout("b"));
+    /// ```
+    pub fn send_at_timeout(
+        &self,
+        item: T,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Key, SendTimeoutError<T>> {
+        let s = &self.chan.shared;
+        let until = s.clock.now().checked_add(timeout);
+        match self.send_ticks(item, s.ticks.of(deadline), Wait::Until(until)) {
+            Ok(k) => Ok(k),
+            Err(SendFail::Full(t) | SendFail::Timeout(t)) => Err(SendTimeoutError::Timeout(t)),
+            Err(SendFail::Disconnected(t)) => Err(SendTimeoutError::Disconnected(t)),
+        }
+    }
+
+    /// Removes a pending item and returns it: `Some(item)` if it had not been
+    /// delivered yet, `None` if it was delivered (handed to the consumers' ring
+    /// once due), cancelled or taken before, if `key` belongs to another queue, or
+    /// if the queue is disconnected. Waits for the enqueue proxy to answer (it
+    /// applies commands in order, so a `cancel` never overtakes its own `send`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// let key = tx.send_after("job", Duration::from_secs(60)).unwrap();
+    /// assert_eq!(rx.len(), 1);
+    /// assert_eq!(tx.cancel(key), Some("job"));
+    /// assert_eq!(rx.len(), 0);
+    /// ```
+    pub fn cancel(&self, key: Key) -> Option<T> {
+        let s = &self.chan.shared;
+        if key.queue != s.id {
+            return None;
+        }
+        let (answer, reply) = oneshot::pair();
+        if !s.command(Cmd::Cancel { key: key.seq, answer }) {
+            return None;
+        }
+        reply.wait().flatten()
+    }
+
+    /// Moves a pending item to a new deadline. `true` if it was pending; `false`
+    /// if it was delivered, cancelled, taken, unknown to this queue, or the queue
+    /// is disconnected. The key stays valid. Among equal deadlines, a rescheduled
+    /// item goes after those already there.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// let key = tx.send_after("soon", Duration::from_secs(3600)).unwrap();
+    /// assert!(tx.reschedule(key, Instant::now()));
+    /// assert_eq!(rx.recv(), Ok("soon"));
+    /// assert!(!tx.reschedule(key, Instant::now()));
+    /// ```
+    pub fn reschedule(&self, key: Key, deadline: Instant) -> bool {
+        let s = &self.chan.shared;
+        if key.queue != s.id {
+            return false;
+        }
+        let (answer, reply) = oneshot::pair();
+        let cmd = Cmd::Reschedule { key: key.seq, deadline: s.ticks.of(deadline), answer };
+        s.command(cmd) && reply.wait().unwrap_or(false)
+    }
+}
+
+impl<T> Sender<T> {
+    /// Items sent and not yet received, cancelled or taken (exact once `send`
+    /// returns, whether or not they are due).
+    pub fn len(&self) -> usize {
+        self.chan.shared.len()
+    }
+
+    /// `len() == 0`.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `true` if a bounded queue holds `capacity` items; always `false` unbounded.
+    pub fn is_full(&self) -> bool {
+        self.capacity().is_some_and(|c| self.len() >= c)
+    }
+
+    /// The bound given at creation; `None` for an unbounded queue.
+    pub fn capacity(&self) -> Option<usize> {
+        self.chan.shared.capacity
+    }
+
+    /// `true` if sends fail: every receiver is gone or the queue was closed.
+    pub fn is_disconnected(&self) -> bool {
+        self.chan.shared.closed.load(Ordering::SeqCst)
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        // Relaxed: as `Arc::clone`; the count only has to reach zero once.
+        self.chan.shared.senders.fetch_add(1, Ordering::Relaxed);
+        Sender { chan: self.chan.clone() }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        // AcqRel: the last one sees every other sender's sends.
+        if self.chan.shared.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.chan.shared.close();
+        }
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sender").field("len", &self.len()).field("capacity", &self.capacity()).finish()
+    }
+}

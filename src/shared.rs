@@ -1,0 +1,296 @@
+//! The state every handle and both proxies share, the commands that cross the
+//! ingress, and the client-side halves of send and receive.
+//!
+//! Counters (the accounting that makes "exactly once" checkable):
+//! - `len` counts items sent and not yet received, cancelled, taken or dropped. A
+//!   send reserves its unit *before* its command enters the ingress, so `len` is
+//!   exact from the moment `send` returns; whoever removes an item releases it.
+//! - `closed` (set by `close()` or by the last `Sender` going): no new sends.
+//!   Consumers report "disconnected" once `closed && len == 0`. A send increments
+//!   `len` and then re-reads `closed` (both SeqCst); a consumer reads `closed` and
+//!   then `len`. So a consumer that sees `closed` and `len == 0` cannot miss a send
+//!   that succeeded.
+//! - `disconnected` (set when the last `Receiver` goes, or a proxy dies): the
+//!   ingress ring is closed, the proxies wind down, pending items are dropped.
+
+use crate::clock::{Clock, Ticks};
+use crate::heap::Heap;
+use crate::ingress::Ingress;
+use crate::oneshot::Answer;
+use crate::ring::Ring;
+use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::waiters::{block_on, Waiters};
+use crate::wakeup::{Bell, Sleep};
+use crossbeam_utils::CachePadded;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A request from a client to the enqueue proxy.
+pub(crate) enum Cmd<T> {
+    Insert { key: u64, deadline: u64, item: T },
+    Cancel { key: u64, answer: Answer<Option<T>> },
+    Reschedule { key: u64, deadline: u64, answer: Answer<bool> },
+    Peek { answer: Answer<Option<u64>> },
+    TakePending { answer: Answer<Vec<(u64, T)>> },
+}
+
+/// What the timers lock protects: the heap and the dequeue proxy's sleep plan.
+pub(crate) struct Timers<T> {
+    pub(crate) heap: Heap<T>,
+    pub(crate) sleep: Sleep,
+}
+
+/// Everything that wakes somebody; not generic, so a clock can hold it.
+#[derive(Debug)]
+pub(crate) struct Signals {
+    /// Consumers waiting for a due item (or for disconnection).
+    pub(crate) consumers: Waiters,
+    /// Producers waiting for room in a bounded queue.
+    pub(crate) producers: Waiters,
+    /// The enqueue proxy, idle with an empty ingress.
+    pub(crate) enqueue: Bell,
+    /// The dequeue proxy: its bell for egress room, and `force` for the rest.
+    pub(crate) dequeue: Bell,
+}
+
+impl Signals {
+    /// A mock clock moved: the dequeue proxy re-reads the time, and blocked clients
+    /// re-check their deadlines.
+    pub(crate) fn clock_moved(&self) {
+        self.dequeue.force();
+        self.consumers.notify_all();
+        self.producers.notify_all();
+    }
+}
+
+/// How long a send may wait for room.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    Never,
+    Until(Option<Instant>),
+}
+
+/// Why a send failed; the item comes back.
+pub(crate) enum SendFail<T> {
+    Full(T),
+    Timeout(T),
+    Disconnected(T),
+}
+
+pub(crate) struct Shared<T> {
+    /// This queue's id, carried in every `Key`.
+    pub(crate) id: u64,
+    pub(crate) len: CachePadded<AtomicUsize>,
+    pub(crate) capacity: Option<usize>,
+    next_key: CachePadded<AtomicU64>,
+    pub(crate) senders: AtomicUsize,
+    pub(crate) receivers: AtomicUsize,
+    pub(crate) closed: AtomicBool,
+    pub(crate) disconnected: AtomicBool,
+    pub(crate) ingress: Ingress<Cmd<T>>,
+    pub(crate) egress: Ring<(u64, T)>,
+    pub(crate) timers: Mutex<Timers<T>>,
+    pub(crate) signals: Arc<Signals>,
+    pub(crate) clock: Clock,
+    pub(crate) ticks: Ticks,
+}
+
+impl<T> Shared<T> {
+    pub(crate) fn new(
+        capacity: Option<usize>,
+        clock: Clock,
+        signals: Arc<Signals>,
+        ingress_slots: usize,
+        egress_slots: usize,
+    ) -> Self {
+        let ticks = Ticks::new(clock.now());
+        Shared {
+            id: crate::sync::next_queue_id(),
+            len: CachePadded::new(AtomicUsize::new(0)),
+            capacity,
+            next_key: CachePadded::new(AtomicU64::new(1)),
+            senders: AtomicUsize::new(1),
+            receivers: AtomicUsize::new(1),
+            closed: AtomicBool::new(false),
+            disconnected: AtomicBool::new(false),
+            ingress: Ingress::new(ingress_slots),
+            egress: Ring::new(egress_slots),
+            timers: Mutex::new(Timers { heap: Heap::new(), sleep: Sleep::Awake }),
+            signals,
+            clock,
+            ticks,
+        }
+    }
+
+    pub(crate) fn now_ticks(&self) -> u64 {
+        self.ticks.of(self.clock.now())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::SeqCst)
+    }
+
+    /// Items can no longer come out: the receivers' "disconnected".
+    pub(crate) fn is_exhausted(&self) -> bool {
+        // SeqCst, `closed` before `len`: see the module docs.
+        self.disconnected.load(Ordering::SeqCst)
+            || (self.closed.load(Ordering::SeqCst) && self.len.load(Ordering::SeqCst) == 0)
+    }
+
+    /// Reserves one unit of `len`; fails only when a bounded queue is full.
+    fn reserve(&self) -> bool {
+        match self.capacity {
+            None => {
+                // SeqCst: see the module docs (increment, then re-read `closed`).
+                self.len.fetch_add(1, Ordering::SeqCst);
+                true
+            }
+            Some(cap) => {
+                let mut l = self.len.load(Ordering::Relaxed);
+                loop {
+                    if l >= cap {
+                        return false;
+                    }
+                    // SeqCst: as above, and a producer's re-check in `block_on`.
+                    match self.len.compare_exchange_weak(l, l + 1, Ordering::SeqCst, Ordering::Relaxed) {
+                        Ok(_) => return true,
+                        Err(now) => l = now,
+                    }
+                }
+            }
+        }
+    }
+
+    /// `n` items left the queue some way other than through the egress ring.
+    pub(crate) fn release(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        // SeqCst: the notifier side of the producers' and consumers' re-checks.
+        let left = self.len.fetch_sub(n, Ordering::SeqCst) - n;
+        if self.capacity.is_some() {
+            self.signals.producers.notify(n);
+        }
+        if left == 0 && self.closed.load(Ordering::SeqCst) {
+            self.signals.consumers.notify_all();
+        }
+    }
+
+    /// A consumer took `n` items from the egress ring.
+    fn taken(&self, n: usize) {
+        // SeqCst: as in `release`.
+        let left = self.len.fetch_sub(n, Ordering::SeqCst) - n;
+        // SeqCst: one fence serves the two notifier checks below.
+        fence(Ordering::SeqCst);
+        if self.capacity.is_some() {
+            self.signals.producers.notify_after_fence(n);
+        }
+        // The dequeue proxy waits for half the ring to be free, not one slot, so it
+        // moves a batch per wakeup.
+        if self.signals.dequeue.is_sleeping() && self.egress.len() <= self.egress.capacity() / 2 {
+            self.signals.dequeue.ring_after_fence();
+        }
+        if left == 0 && self.closed.load(Ordering::SeqCst) {
+            self.signals.consumers.notify_all();
+        }
+    }
+
+    pub(crate) fn send(&self, item: T, deadline: u64, wait: Wait) -> Result<u64, SendFail<T>> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(SendFail::Disconnected(item));
+        }
+        if !self.reserve() {
+            let Wait::Until(until) = wait else { return Err(SendFail::Full(item)) };
+            let got = block_on(&self.signals.producers, &self.clock, until, || {
+                if self.closed.load(Ordering::SeqCst) {
+                    Some(false)
+                } else {
+                    self.reserve().then_some(true)
+                }
+            });
+            match got {
+                Some(true) => {}
+                Some(false) => return Err(SendFail::Disconnected(item)),
+                None => return Err(SendFail::Timeout(item)),
+            }
+        }
+        // SeqCst: re-read after the reservation (module docs).
+        if self.closed.load(Ordering::SeqCst) {
+            self.release(1);
+            return Err(SendFail::Disconnected(item));
+        }
+        // Relaxed: keys only need to be distinct.
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
+        if let Err(cmd) = self.ingress.push(Cmd::Insert { key, deadline, item }) {
+            self.release(1);
+            let Cmd::Insert { item, .. } = cmd else { unreachable!("pushed an insert") };
+            return Err(SendFail::Disconnected(item));
+        }
+        self.signals.enqueue.ring();
+        Ok(key)
+    }
+
+    /// Sends a command that expects an answer; `false` if the queue is disconnected.
+    pub(crate) fn command(&self, cmd: Cmd<T>) -> bool {
+        match self.ingress.push(cmd) {
+            Ok(()) => {
+                self.signals.enqueue.ring();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Takes one due item, if the egress ring has one.
+    pub(crate) fn try_take(&self) -> Option<T> {
+        let (_, item) = self.egress.pop()?;
+        self.taken(1);
+        Some(item)
+    }
+
+    /// Takes due items into `buf` until `limit` or the ring is empty.
+    pub(crate) fn take_many(&self, buf: &mut Vec<T>, limit: usize) -> usize {
+        let mut n = 0;
+        while n < limit {
+            match self.egress.pop() {
+                Some((_, item)) => {
+                    buf.push(item);
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        if n > 0 {
+            self.taken(n);
+        }
+        n
+    }
+
+    /// No new sends; pending items are still delivered.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.signals.producers.notify_all();
+        self.signals.consumers.notify_all();
+    }
+
+    /// No receivers (or a dead proxy): refuse commands, wind the proxies down.
+    pub(crate) fn disconnect(&self) {
+        if self.disconnected.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.closed.store(true, Ordering::SeqCst);
+        self.ingress.close();
+        self.signals.enqueue.force();
+        self.signals.dequeue.force();
+        self.signals.producers.notify_all();
+        self.signals.consumers.notify_all();
+    }
+}
+
+/// Drops items on a proxy thread; a panicking `Drop` must not kill the proxy.
+pub(crate) fn drop_quietly<I: IntoIterator>(items: I) {
+    for item in items {
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(item)));
+    }
+}

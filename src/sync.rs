@@ -1,0 +1,202 @@
+//! The one door to atomics, locks, cells, parking, spinning and threads.
+//!
+//! Normally these are the standard library's types (and `crossbeam-utils`'s
+//! `Parker`); compiled with `RUSTFLAGS="--cfg delayq_loom"` they are loom's, so the
+//! model checks in `loom-tests/` explore the real protocol code of the crate and
+//! not a copy of it. Protocol code never names `std::sync::atomic`,
+//! `std::thread::park` or `core::cell::UnsafeCell` directly.
+//!
+//! Loom does not model time: under loom every timed park is an untimed park, and
+//! time only moves through a `MockClock`, whose `advance` wakes the sleepers.
+
+#[cfg(not(delayq_loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(delayq_loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+#[cfg(not(delayq_loom))]
+pub(crate) use std::thread;
+
+#[cfg(delayq_loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(delayq_loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+#[cfg(delayq_loom)]
+pub(crate) use loom::thread;
+
+use std::time::Instant;
+
+/// Locks `m`, ignoring poisoning: every critical section in this crate leaves its
+/// data consistent before it can unwind (user code never runs under our locks), so
+/// a panic elsewhere must not wedge the queue for the other threads.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One step of a bounded spin: a CPU hint normally, a yield under loom (or loom
+/// would explore the spin forever).
+#[inline]
+pub(crate) fn spin() {
+    #[cfg(not(delayq_loom))]
+    std::hint::spin_loop();
+    #[cfg(delayq_loom)]
+    loom::thread::yield_now();
+}
+
+/// Exponential backoff for a wait on a peer that is a few instructions from done:
+/// spins a little, then yields (crossbeam-utils' `Backoff`; under loom every step
+/// yields).
+#[derive(Debug, Default)]
+pub(crate) struct Backoff {
+    #[cfg(not(delayq_loom))]
+    inner: crossbeam_utils::Backoff,
+}
+
+impl Backoff {
+    pub(crate) fn new() -> Self {
+        Backoff::default()
+    }
+
+    pub(crate) fn snooze(&mut self) {
+        #[cfg(not(delayq_loom))]
+        self.inner.snooze();
+        #[cfg(delayq_loom)]
+        loom::thread::yield_now();
+    }
+}
+
+/// Gives the CPU away for a moment (used where a peer is known to be mid-write).
+#[inline]
+pub(crate) fn yield_now() {
+    thread::yield_now();
+}
+
+/// `UnsafeCell` with loom's closure API, so that loom can check every access.
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(
+    #[cfg(not(delayq_loom))] std::cell::UnsafeCell<T>,
+    #[cfg(delayq_loom)] loom::cell::UnsafeCell<T>,
+);
+
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(value: T) -> Self {
+        #[cfg(not(delayq_loom))]
+        return UnsafeCell(std::cell::UnsafeCell::new(value));
+        #[cfg(delayq_loom)]
+        return UnsafeCell(loom::cell::UnsafeCell::new(value));
+    }
+
+    /// Runs `f` with a const raw pointer to the contents. The caller must hold a
+    /// right to read this cell that no writer shares at the moment.
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        #[cfg(not(delayq_loom))]
+        return f(self.0.get());
+        #[cfg(delayq_loom)]
+        return self.0.with(f);
+    }
+
+    /// Runs `f` with a mutable raw pointer to the contents. The caller must hold
+    /// whatever exclusive right the protocol grants over this cell.
+    #[inline]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        #[cfg(not(delayq_loom))]
+        return f(self.0.get());
+        #[cfg(delayq_loom)]
+        return self.0.with_mut(f);
+    }
+}
+
+/// Blocks one thread until it is unparked (or a deadline passes). A token is
+/// remembered: an `unpark` before `park` makes the next `park` return at once,
+/// which is what makes "register, re-check, park" free of lost wakeups.
+#[derive(Debug)]
+pub(crate) struct Parker {
+    #[cfg(not(delayq_loom))]
+    inner: crossbeam_utils::sync::Parker,
+    #[cfg(delayq_loom)]
+    inner: std::sync::Arc<loom_parker::Inner>,
+}
+
+/// The waking half of a [`Parker`]; cheap to clone, `Send + Sync`.
+#[derive(Debug, Clone)]
+pub(crate) struct Unparker {
+    #[cfg(not(delayq_loom))]
+    inner: crossbeam_utils::sync::Unparker,
+    #[cfg(delayq_loom)]
+    inner: std::sync::Arc<loom_parker::Inner>,
+}
+
+impl Parker {
+    pub(crate) fn new() -> Self {
+        #[cfg(not(delayq_loom))]
+        return Parker { inner: crossbeam_utils::sync::Parker::new() };
+        #[cfg(delayq_loom)]
+        return Parker { inner: std::sync::Arc::new(loom_parker::Inner::new()) };
+    }
+
+    pub(crate) fn unparker(&self) -> Unparker {
+        #[cfg(not(delayq_loom))]
+        return Unparker { inner: self.inner.unparker().clone() };
+        #[cfg(delayq_loom)]
+        return Unparker { inner: self.inner.clone() };
+    }
+
+    /// Parks until unparked, or until `deadline` (real time) if one is given.
+    /// May return spuriously; callers re-check their condition.
+    pub(crate) fn park(&self, deadline: Option<Instant>) {
+        #[cfg(not(delayq_loom))]
+        match deadline {
+            Some(d) => self.inner.park_deadline(d),
+            None => self.inner.park(),
+        }
+        #[cfg(delayq_loom)]
+        {
+            let _ = deadline; // loom has no time; a MockClock drives every model.
+            self.inner.park();
+        }
+    }
+}
+
+impl Unparker {
+    pub(crate) fn unpark(&self) {
+        self.inner.unpark();
+    }
+}
+
+#[cfg(delayq_loom)]
+mod loom_parker {
+    use loom::sync::{Condvar, Mutex};
+
+    #[derive(Debug)]
+    pub(crate) struct Inner {
+        token: Mutex<bool>,
+        cv: Condvar,
+    }
+
+    impl Inner {
+        pub(crate) fn new() -> Self {
+            Inner { token: Mutex::new(false), cv: Condvar::new() }
+        }
+
+        pub(crate) fn park(&self) {
+            let mut token = self.token.lock().unwrap();
+            while !*token {
+                token = self.cv.wait(token).unwrap();
+            }
+            *token = false;
+        }
+
+        pub(crate) fn unpark(&self) {
+            *self.token.lock().unwrap() = true;
+            self.cv.notify_one();
+        }
+    }
+}
+
+/// A process-wide id for each queue, so that keys of different queues differ.
+/// Plain std atomic on purpose: it takes part in no protocol, and loom atomics
+/// cannot live in a `static`.
+pub(crate) fn next_queue_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}

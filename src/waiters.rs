@@ -1,0 +1,187 @@
+//! Lists of blocked clients (consumers waiting for a due item, producers waiting
+//! for room), and the one blocking loop they all use.
+//!
+//! An entry is a `std::task::Waker`: a thread registers a waker that unparks it,
+//! and an async front-end can register its task's waker in the same list.
+//!
+//! Invariant (no lost wakeup): a waiter registers (SeqCst RMW on `len`, then a
+//! SeqCst fence) *before* it re-checks its condition; a notifier makes the
+//! condition true, then issues a SeqCst fence, *then* reads `len`. Either the
+//! waiter's re-check sees the new state, or the notifier sees the registration.
+//! Notifiers read `len` before taking the lock, so the hot path with nobody
+//! waiting costs one fence and one load.
+
+use crate::clock::Clock;
+use crate::sync::{fence, lock, AtomicUsize, Mutex, Ordering, Parker, Unparker};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+use std::time::Instant;
+
+#[derive(Debug, Default)]
+pub(crate) struct Waiters {
+    len: AtomicUsize,
+    list: Mutex<List>,
+}
+
+#[derive(Debug, Default)]
+struct List {
+    next_id: u64,
+    entries: VecDeque<(u64, Waker)>,
+}
+
+/// A waiter's ticket, used to unregister.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ticket(u64);
+
+impl Waiters {
+    pub(crate) fn register(&self, waker: &Waker) -> Ticket {
+        let id = {
+            let mut l = lock(&self.list);
+            let id = l.next_id;
+            l.next_id += 1;
+            l.entries.push_back((id, waker.clone()));
+            // SeqCst: the registration half of the invariant above.
+            self.len.fetch_add(1, Ordering::SeqCst);
+            id
+        };
+        // SeqCst: the waiter's re-check must not be ordered before the registration.
+        fence(Ordering::SeqCst);
+        Ticket(id)
+    }
+
+    /// Removes the entry; `false` if a notifier took it first (the waiter was woken).
+    pub(crate) fn unregister(&self, t: Ticket) -> bool {
+        let mut l = lock(&self.list);
+        match l.entries.iter().position(|(id, _)| *id == t.0) {
+            Some(i) => {
+                l.entries.remove(i);
+                self.len.fetch_sub(1, Ordering::SeqCst);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Wakes up to `n` waiters, oldest first.
+    pub(crate) fn notify(&self, n: usize) {
+        // SeqCst: the notifier half of the invariant; the caller changed the state.
+        fence(Ordering::SeqCst);
+        self.notify_after_fence(n);
+    }
+
+    /// As `notify`, for a caller that has just issued the SeqCst fence itself.
+    pub(crate) fn notify_after_fence(&self, n: usize) {
+        if n == 0 || self.len.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let woken: Vec<Waker> = {
+            let mut l = lock(&self.list);
+            let k = n.min(l.entries.len());
+            self.len.fetch_sub(k, Ordering::SeqCst);
+            l.entries.drain(..k).map(|(_, w)| w).collect()
+        };
+        // Wake with the lock released.
+        for w in woken {
+            w.wake();
+        }
+    }
+
+    pub(crate) fn notify_all(&self) {
+        self.notify(usize::MAX);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::SeqCst)
+    }
+}
+
+/// Wakes a parked thread.
+struct ThreadWaker(Unparker);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Blocks the calling thread until `attempt` returns `Some`, or until `deadline`
+/// (by `clock`) passes, which returns `None`.
+///
+/// The loop is: try; register; try again (the re-check that prevents the lost
+/// wakeup); park. `attempt` must return `Some` for every final outcome (including
+/// "disconnected"). A waiter that was notified but gives up on a timeout passes the
+/// notification on, so the thing it was woken for is never stranded.
+pub(crate) fn block_on<R>(
+    waiters: &Waiters,
+    clock: &Clock,
+    deadline: Option<Instant>,
+    mut attempt: impl FnMut() -> Option<R>,
+) -> Option<R> {
+    if let Some(r) = attempt() {
+        return Some(r);
+    }
+    let parker = Parker::new();
+    let waker = Waker::from(Arc::new(ThreadWaker(parker.unparker())));
+    loop {
+        let expired = |clock: &Clock| deadline.is_some_and(|d| clock.now() >= d);
+        let ticket = waiters.register(&waker);
+        if let Some(r) = attempt() {
+            waiters.unregister(ticket);
+            return Some(r);
+        }
+        if expired(clock) {
+            if !waiters.unregister(ticket) {
+                waiters.notify(1);
+            }
+            return None;
+        }
+        clock.park(&parker, deadline);
+        let notified = !waiters.unregister(ticket);
+        if let Some(r) = attempt() {
+            return Some(r);
+        }
+        if expired(clock) {
+            if notified {
+                // We were woken for something we will not take: pass it on.
+                waiters.notify(1);
+            }
+            return None;
+        }
+    }
+}
+
+#[cfg(all(test, not(delayq_loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::AtomicBool;
+
+    #[test]
+    fn notify_wakes_a_registered_thread_and_unregister_reports_it() {
+        let w = Arc::new(Waiters::default());
+        let flag = Arc::new(AtomicBool::new(false));
+        let (w2, f2) = (w.clone(), flag.clone());
+        let t = std::thread::spawn(move || {
+            block_on(&w2, &Clock::default(), None, || f2.load(Ordering::SeqCst).then_some(7))
+        });
+        while w.len() == 0 {
+            std::thread::yield_now();
+        }
+        flag.store(true, Ordering::SeqCst);
+        w.notify(1);
+        assert_eq!(t.join().unwrap(), Some(7));
+        assert_eq!(w.len(), 0);
+    }
+
+    #[test]
+    fn times_out_on_a_past_deadline_without_parking() {
+        let w = Waiters::default();
+        let r: Option<()> = block_on(&w, &Clock::default(), Some(Instant::now()), || None);
+        assert_eq!(r, None);
+        assert_eq!(w.len(), 0);
+    }
+}

@@ -1,0 +1,145 @@
+//! The wakeup protocol of the two proxy threads.
+//!
+//! Three ways a proxy is woken, and what keeps each one from being lost:
+//!
+//! 1. **An earlier head** (enqueue proxy → sleeping dequeue proxy). The dequeue
+//!    proxy's plan, [`Sleep`], lives *inside the timers lock*. In one critical
+//!    section the dequeue proxy pops what is due, reads the new head and records
+//!    `Sleep::Until(head)` (or `Forever`); it parks only after unlocking. The
+//!    enqueue proxy inserts and reads `Sleep` in one critical section of the same
+//!    lock, and unparks when the new head is earlier than the planned wake-up.
+//!
+//!    **Invariant:** whenever the lock is free, either the dequeue proxy is awake
+//!    (`Awake`: it will re-read the heap before it sleeps again), or it plans to
+//!    wake no later than the earliest deadline in the heap (`Until(t)` with
+//!    `t <= head`, or `Forever` for an empty heap), or it waits for egress room
+//!    (`Space`: it will re-read the heap when room appears).
+//!
+//!    The race of seed 000 ("I looked at the head, then I went to sleep") is closed
+//!    because looking and publishing the plan are one critical section, and the
+//!    parker keeps an unpark that arrives between unlock and park as a token. No
+//!    wakeup is sent when the head did not move earlier than the plan.
+//!
+//! 2. **Work arrived** (producer → idle enqueue proxy; consumer → dequeue proxy
+//!    waiting for egress room): a [`Bell`]. The sleeper sets `SLEEPING`, issues a
+//!    SeqCst fence, re-checks for work, then parks; the waker makes work visible,
+//!    issues a SeqCst fence, then reads the flag and unparks only a sleeper it
+//!    swapped to `AWAKE`. Either the re-check sees the work or the waker sees the
+//!    flag (the store-buffering litmus test, forbidden by SeqCst fences).
+//!
+//! 3. **Unconditional** (a `MockClock` moved, shutdown): a plain unpark, whose token
+//!    the next park consumes.
+
+use crate::sync::{fence, AtomicBool, Ordering, Unparker};
+
+/// What the dequeue proxy will do once it releases the timers lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sleep {
+    /// Running, or already unparked: it re-reads the heap before sleeping.
+    Awake,
+    /// Parked until this tick (or an unpark).
+    Until(u64),
+    /// Parked with an empty heap.
+    Forever,
+    /// Parked until consumers make room in the egress ring.
+    Space,
+}
+
+impl Sleep {
+    /// The dequeue proxy's plan after a round: `next` is the heap's new head.
+    pub(crate) fn plan(next: Option<u64>, egress_full: bool) -> Sleep {
+        match (egress_full, next) {
+            (true, _) => Sleep::Space,
+            (false, Some(t)) => Sleep::Until(t),
+            (false, None) => Sleep::Forever,
+        }
+    }
+
+    /// Called by the enqueue proxy under the timers lock after it changed the heap,
+    /// with the new head. Returns `true` if it must unpark the dequeue proxy, and
+    /// then marks it `Awake` so that later batches do not unpark it again.
+    pub(crate) fn must_wake_for(&mut self, head: Option<u64>) -> bool {
+        let wake = match (*self, head) {
+            (Sleep::Until(t), Some(h)) => h < t,
+            (Sleep::Forever, Some(_)) => true,
+            _ => false,
+        };
+        if wake {
+            *self = Sleep::Awake;
+        }
+        wake
+    }
+}
+
+/// A sleeping flag and the sleeper's unparker (mechanism 2 above).
+#[derive(Debug)]
+pub(crate) struct Bell {
+    sleeping: AtomicBool,
+    unparker: Unparker,
+}
+
+impl Bell {
+    pub(crate) fn new(unparker: Unparker) -> Bell {
+        Bell { sleeping: AtomicBool::new(false), unparker }
+    }
+
+    /// Sleeper: announce the intent to park. Re-check for work after this.
+    pub(crate) fn prepare_sleep(&self) {
+        // SeqCst (store and fence): the sleeper's half of the store-buffering pair.
+        self.sleeping.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Sleeper: woke up, or found work on the re-check.
+    pub(crate) fn awake(&self) {
+        // Relaxed: only the sleeper sets the flag; a stale `true` seen by a waker
+        // costs one spurious unpark, which the parker tolerates.
+        self.sleeping.store(false, Ordering::Relaxed);
+    }
+
+    /// Waker: work was just made visible; unpark the sleeper if it is parked.
+    pub(crate) fn ring(&self) {
+        // SeqCst: the waker's half of the store-buffering pair.
+        fence(Ordering::SeqCst);
+        self.ring_after_fence();
+    }
+
+    /// As `ring`, for a caller that has just issued a SeqCst fence itself.
+    pub(crate) fn ring_after_fence(&self) {
+        // Relaxed load first: the common case (proxy awake) writes nothing shared.
+        // SeqCst swap: exactly one waker wins the right to unpark.
+        if self.sleeping.load(Ordering::Relaxed) && self.sleeping.swap(false, Ordering::SeqCst) {
+            self.unparker.unpark();
+        }
+    }
+
+    /// Whether the sleeper announced a park (a hint: read after the waker's fence).
+    pub(crate) fn is_sleeping(&self) -> bool {
+        // Relaxed: a hint only; `ring_after_fence` decides with a swap.
+        self.sleeping.load(Ordering::Relaxed)
+    }
+
+    /// Unparks the sleeper whatever its state (mechanism 3).
+    pub(crate) fn force(&self) {
+        self.unparker.unpark();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_earlier_head_wakes_a_sleeper_once_and_a_later_one_never() {
+        let mut s = Sleep::plan(Some(100), false);
+        assert!(!s.must_wake_for(Some(100)), "same head: no wakeup needed");
+        assert!(!s.must_wake_for(Some(150)));
+        assert!(s.must_wake_for(Some(99)));
+        assert_eq!(s, Sleep::Awake);
+        assert!(!s.must_wake_for(Some(1)), "already woken");
+        let mut f = Sleep::plan(None, false);
+        assert!(f.must_wake_for(Some(u64::MAX)));
+        let mut sp = Sleep::plan(Some(5), true);
+        assert!(!sp.must_wake_for(Some(0)), "waits for room, will re-read the heap");
+    }
+}
