@@ -163,16 +163,21 @@ impl Builder {
             producers: Waiters::default(),
             enqueue: Bell::new(enqueue_parker.unparker()),
             dequeue: Bell::new(dequeue_parker.unparker()),
+            rounds: Waiters::default(),
         });
         let shared = Arc::new(Shared::new(
             self.capacity,
             self.clock.clone(),
-            signals.clone(),
+            signals,
             INGRESS_SLOTS.min(cap),
             EGRESS_SLOTS.min(cap),
         ));
-        let wake = signals.clone();
-        let subscription = self.clock.subscribe(Arc::new(move || wake.clock_moved()));
+        let weak = Arc::downgrade(&shared);
+        let subscription = self.clock.subscribe(Arc::new(move || {
+            if let Some(s) = weak.upgrade() {
+                s.clock_moved();
+            }
+        }));
         let mut chan = Chan { shared: shared.clone(), threads: Vec::new(), _subscription: subscription };
         // On an error below, dropping `chan` disconnects and joins what started.
         let s = shared.clone();

@@ -97,6 +97,10 @@ impl MockClock {
 
     /// Moves the time forward by `by` and wakes every queue on this clock. A step
     /// that would overflow `Instant` is shortened to the largest one that does not.
+    ///
+    /// Returns once every queue on the clock has applied the sends made before the
+    /// call and moved the items the step made due to its consumers' ring, so a
+    /// `try_recv` right after `advance` sees them (as far as the ring has room).
     pub fn advance(&self, by: Duration) {
         {
             let mut now = lock(&self.inner.now);
@@ -111,8 +115,9 @@ impl MockClock {
         self.notify();
     }
 
-    /// Sets the time to `to` and wakes every queue on this clock. Time never runs
-    /// backwards: a `to` earlier than the current mock time leaves it unchanged.
+    /// Sets the time to `to` and wakes every queue on this clock, returning as
+    /// [`advance`](MockClock::advance) does. Time never runs backwards: a `to`
+    /// earlier than the current mock time leaves it unchanged.
     pub fn set(&self, to: Instant) {
         {
             let mut now = lock(&self.inner.now);

@@ -16,6 +16,8 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             // The enqueue proxy drops what is pending.
             return;
         }
+        // SeqCst: pairs with the RMW in `Shared::clock_moved` (round start).
+        shared.rounds.fetch_add(1, Ordering::SeqCst);
         let now = shared.now_ticks();
         let (moved, plan) = {
             let mut t = lock(&shared.timers);
@@ -49,6 +51,9 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         if moved > 0 {
             shared.signals.consumers.notify(moved);
         }
+        // SeqCst: round end, then wake anyone waiting for it (`clock_moved`).
+        shared.rounds.fetch_add(1, Ordering::SeqCst);
+        shared.signals.rounds.notify_all();
         match plan {
             Sleep::Space => {
                 let bell = &shared.signals.dequeue;

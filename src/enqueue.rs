@@ -19,6 +19,7 @@ enum Done<T> {
     Flag(Answer<bool>, bool),
     Tick(Answer<Option<u64>>, Option<u64>),
     All(Answer<Vec<(u64, T)>>, Vec<(u64, T)>),
+    Unit(Answer<()>),
 }
 
 impl<T> Done<T> {
@@ -28,6 +29,7 @@ impl<T> Done<T> {
             Done::Flag(a, v) => a.send(v),
             Done::Tick(a, v) => a.send(v),
             Done::All(a, v) => a.send(v),
+            Done::Unit(a) => a.send(()),
         }
     }
 }
@@ -84,6 +86,7 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                     let head = t.heap.peek();
                     done.push(Done::Tick(answer, staged.or(head)));
                 }
+                Cmd::Sync { answer } => done.push(Done::Unit(answer)),
                 Cmd::TakePending { answer } => {
                     // Staged items are older than any in the heap: they go first.
                     let mut all = Vec::new();
@@ -130,6 +133,7 @@ fn wind_down<T>(shared: &Shared<T>) {
                 Cmd::Reschedule { answer, .. } => done.push(Done::Flag(answer, false)),
                 Cmd::Peek { answer } => done.push(Done::Tick(answer, None)),
                 Cmd::TakePending { answer } => done.push(Done::All(answer, Vec::new())),
+                Cmd::Sync { answer } => done.push(Done::Unit(answer)),
             }
         }
         dropped.extend(t.heap.take_all().into_iter().map(|(_, item)| item));

@@ -79,14 +79,19 @@ mod error;
 mod heap;
 mod ingress;
 mod key;
+#[cfg(delayq_loom)]
+#[doc(hidden)]
+pub mod loom_api;
 mod oneshot;
 mod receiver;
 mod ring;
 mod sender;
 mod shared;
 mod sync;
+pub mod timer;
 mod waiters;
 mod wakeup;
+pub mod workqueue;
 
 pub use crate::builder::{bounded, unbounded, Builder};
 pub use crate::clock::{Clock, MockClock, SystemClock};

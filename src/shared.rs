@@ -28,11 +28,30 @@ use std::time::Instant;
 
 /// A request from a client to the enqueue proxy.
 pub(crate) enum Cmd<T> {
-    Insert { key: u64, deadline: u64, item: T },
-    Cancel { key: u64, answer: Answer<Option<T>> },
-    Reschedule { key: u64, deadline: u64, answer: Answer<bool> },
-    Peek { answer: Answer<Option<u64>> },
-    TakePending { answer: Answer<Vec<(u64, T)>> },
+    Insert {
+        key: u64,
+        deadline: u64,
+        item: T,
+    },
+    Cancel {
+        key: u64,
+        answer: Answer<Option<T>>,
+    },
+    Reschedule {
+        key: u64,
+        deadline: u64,
+        answer: Answer<bool>,
+    },
+    Peek {
+        answer: Answer<Option<u64>>,
+    },
+    TakePending {
+        answer: Answer<Vec<(u64, T)>>,
+    },
+    /// Answered once every earlier command is applied (a mock clock's flush).
+    Sync {
+        answer: Answer<()>,
+    },
 }
 
 /// What the timers lock protects: the heap and the dequeue proxy's sleep plan.
@@ -52,16 +71,8 @@ pub(crate) struct Signals {
     pub(crate) enqueue: Bell,
     /// The dequeue proxy: its bell for egress room, and `force` for the rest.
     pub(crate) dequeue: Bell,
-}
-
-impl Signals {
-    /// A mock clock moved: the dequeue proxy re-reads the time, and blocked clients
-    /// re-check their deadlines.
-    pub(crate) fn clock_moved(&self) {
-        self.dequeue.force();
-        self.consumers.notify_all();
-        self.producers.notify_all();
-    }
+    /// Threads waiting for the dequeue proxy to finish a round (mock clock steps).
+    pub(crate) rounds: Waiters,
 }
 
 /// How long a send may wait for room.
@@ -94,6 +105,8 @@ pub(crate) struct Shared<T> {
     pub(crate) signals: Arc<Signals>,
     pub(crate) clock: Clock,
     pub(crate) ticks: Ticks,
+    /// Dequeue proxy rounds, counted twice: odd while a round runs, even between.
+    pub(crate) rounds: CachePadded<AtomicU64>,
 }
 
 impl<T> Shared<T> {
@@ -120,6 +133,7 @@ impl<T> Shared<T> {
             signals,
             clock,
             ticks,
+            rounds: CachePadded::new(AtomicU64::new(0)),
         }
     }
 
@@ -272,6 +286,30 @@ impl<T> Shared<T> {
         self.closed.store(true, Ordering::SeqCst);
         self.signals.producers.notify_all();
         self.signals.consumers.notify_all();
+    }
+
+    /// A mock clock moved. Returns once every command sent before the step is
+    /// applied and the dequeue proxy has finished a round that read the new time,
+    /// so that whatever the step made due is in the egress ring (room permitting)
+    /// when `advance` returns. Then blocked clients re-check their deadlines.
+    pub(crate) fn clock_moved(&self) {
+        let (answer, reply) = crate::oneshot::pair();
+        if self.command(Cmd::Sync { answer }) && reply.wait().is_some() {
+            // SeqCst RMW (not a load): it reads the latest count and, if the proxy's
+            // next round-start increment follows it, that round happens-after the
+            // clock step, so it reads the new time.
+            let e = self.rounds.fetch_add(0, Ordering::SeqCst);
+            // Even: between rounds, the next round reads the new time. Odd: the
+            // running round may have read the old time; wait for the one after.
+            let target = if e % 2 == 0 { e + 2 } else { e + 3 };
+            self.signals.dequeue.force();
+            block_on(&self.signals.rounds, &Clock::default(), None, || {
+                (self.rounds.load(Ordering::SeqCst) >= target || self.disconnected.load(Ordering::SeqCst))
+                    .then_some(())
+            });
+        }
+        self.signals.consumers.notify_all();
+        self.signals.producers.notify_all();
     }
 
     /// No receivers (or a dead proxy): refuse commands, wind the proxies down.

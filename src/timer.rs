@@ -1,0 +1,1 @@
+//! Scheduled callbacks on top of the delay queue (issue 5: in progress).
