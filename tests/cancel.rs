@@ -162,15 +162,17 @@ fn reschedule_to_the_past_is_due_at_once_and_the_key_stays_valid() {
 }
 
 #[test]
-fn a_rescheduled_item_goes_after_equal_deadlines_already_there() {
+fn a_rescheduled_item_takes_its_place_in_deadline_order() {
     let (clock, tx, rx) = mock::<char>();
-    let t = clock.now() + ms(10);
-    let a = tx.send_at('a', t).unwrap();
-    tx.send_at('b', t).unwrap();
-    tx.send_at('c', t).unwrap();
-    assert!(tx.reschedule(a, t));
-    clock.advance(ms(10));
-    assert_eq!(rx.try_iter().collect::<String>(), "bca");
+    let t0 = clock.now();
+    let a = tx.send_at('a', t0 + ms(10)).unwrap();
+    tx.send_at('b', t0 + ms(20)).unwrap();
+    tx.send_at('c', t0 + ms(30)).unwrap();
+    let d = tx.send_at('d', t0 + ms(40)).unwrap();
+    assert!(tx.reschedule(a, t0 + ms(25)));
+    assert!(tx.reschedule(d, t0 + ms(5)));
+    clock.advance(ms(40));
+    assert_eq!(rx.try_iter().collect::<String>(), "dbac");
 }
 
 #[test]
