@@ -1,68 +1,51 @@
-//! The timer index: a 4-ary min-heap of `(deadline, seq)` plus a key → item map.
+//! The timer index: a 4-ary min-heap of `(deadline, key)` plus a key → item table.
 //!
 //! Only the two proxies touch it, under one lock (`Shared::timers`). Insert and pop
-//! are O(log₄ n); `cancel` and `reschedule` are O(1) map operations that leave a
-//! tombstone in the heap (an entry whose `seq` no longer matches the item's), which
-//! `pop` skips and `compact` sweeps once tombstones outnumber live entries. Equal
-//! deadlines leave in `seq` order, the order the enqueue proxy applied them.
+//! are O(log₄ n); `cancel` and `reschedule` are O(1) table operations that leave a
+//! tombstone in the heap (a node whose deadline no longer matches its entry's, or
+//! whose entry is gone), which `pop` skips and `compact` sweeps once tombstones
+//! outnumber live entries. Equal deadlines leave in key order: keys are handed out
+//! by the send that creates the item, so for one producer that is its send order.
+//! Nodes are 16 bytes, so a node's four children share one or two cache lines; the
+//! table ([`Slots`]) is indexed by key directly, so no path hashes.
 //!
 //! A 4-ary heap halves the depth of a binary heap and keeps a node's children in
 //! one cache line, which pays once the heap outgrows the caches.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use crate::slots::Slots;
 
 const ARITY: usize = 4;
 
 #[derive(Clone, Copy, Debug)]
 struct Node {
     deadline: u64,
-    seq: u64,
     key: u64,
 }
 
 impl Node {
     #[inline]
     fn before(&self, other: &Node) -> bool {
-        (self.deadline, self.seq) < (other.deadline, other.seq)
+        (self.deadline, self.key) < (other.deadline, other.key)
     }
 }
 
 #[derive(Debug)]
 struct Entry<T> {
-    seq: u64,
     deadline: u64,
     item: T,
-}
-
-/// Keys are distinct counters: a multiplicative mix spreads them over the table.
-#[derive(Default)]
-pub(crate) struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
 }
 
 #[derive(Debug)]
 pub(crate) struct Heap<T> {
     nodes: Vec<Node>,
-    entries: HashMap<u64, Entry<T>, BuildHasherDefault<KeyHasher>>,
-    next_seq: u64,
+    entries: Slots<Entry<T>>,
+    /// Nodes whose entry was cancelled or rescheduled; 0 lets `pop` skip checks.
+    tombstones: usize,
 }
 
 impl<T> Heap<T> {
     pub(crate) fn new() -> Self {
-        Heap { nodes: Vec::new(), entries: HashMap::default(), next_seq: 0 }
+        Heap { nodes: Vec::new(), entries: Slots::new(), tombstones: 0 }
     }
 
     /// Live items.
@@ -72,23 +55,22 @@ impl<T> Heap<T> {
     }
 
     pub(crate) fn insert(&mut self, key: u64, deadline: u64, item: T) {
-        let seq = self.bump();
-        self.entries.insert(key, Entry { seq, deadline, item });
-        self.push_node(Node { deadline, seq, key });
+        self.entries.insert(key, Entry { deadline, item });
+        self.push_node(Node { deadline, key });
     }
 
     pub(crate) fn cancel(&mut self, key: u64) -> Option<(u64, T)> {
-        let e = self.entries.remove(&key)?;
+        let e = self.entries.remove(key)?;
+        self.tombstones += 1;
         self.maybe_compact();
         Some((e.deadline, e.item))
     }
 
     pub(crate) fn reschedule(&mut self, key: u64, deadline: u64) -> bool {
-        let seq = self.bump();
-        let Some(e) = self.entries.get_mut(&key) else { return false };
-        e.seq = seq;
+        let Some(e) = self.entries.get_mut(key) else { return false };
         e.deadline = deadline;
-        self.push_node(Node { deadline, seq, key });
+        self.tombstones += 1;
+        self.push_node(Node { deadline, key });
         self.maybe_compact();
         true
     }
@@ -101,41 +83,46 @@ impl<T> Heap<T> {
 
     /// Removes the earliest item if its deadline is `<= now`.
     pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, T)> {
-        self.skip_tombstones();
-        let top = *self.nodes.first()?;
-        if top.deadline > now {
-            return None;
+        loop {
+            self.skip_tombstones();
+            let top = *self.nodes.first()?;
+            if top.deadline > now {
+                return None;
+            }
+            self.pop_node();
+            // With an exact tombstone count the top is live; checking anyway
+            // costs one table lookup and keeps a miscount from taking a wrong item.
+            if self.is_live(&top) {
+                let e = self.entries.remove(top.key)?;
+                self.maybe_shrink();
+                return Some((e.deadline, e.item));
+            }
         }
-        self.pop_node();
-        let e = self.entries.remove(&top.key).expect("a live node has its entry");
-        self.maybe_shrink();
-        Some((e.deadline, e.item))
     }
 
     /// Removes every item, in deadline order.
     pub(crate) fn take_all(&mut self) -> Vec<(u64, T)> {
-        let mut all: Vec<_> = self.entries.drain().map(|(_, e)| (e.deadline, e.seq, e.item)).collect();
-        all.sort_unstable_by_key(|&(d, s, _)| (d, s));
+        let mut all: Vec<_> =
+            self.entries.drain().into_iter().map(|(k, e)| (e.deadline, k, e.item)).collect();
+        all.sort_unstable_by_key(|&(d, k, _)| (d, k));
         self.nodes = Vec::new();
-        self.entries = HashMap::default();
+        self.tombstones = 0;
         all.into_iter().map(|(d, _, item)| (d, item)).collect()
     }
 
-    fn bump(&mut self) -> u64 {
-        self.next_seq += 1;
-        self.next_seq
-    }
-
     fn is_live(&self, n: &Node) -> bool {
-        self.entries.get(&n.key).is_some_and(|e| e.seq == n.seq)
+        self.entries.get(n.key).is_some_and(|e| e.deadline == n.deadline)
     }
 
     fn skip_tombstones(&mut self) {
-        while let Some(top) = self.nodes.first() {
-            if self.is_live(top) {
-                return;
+        while self.tombstones > 0 {
+            match self.nodes.first() {
+                Some(top) if !self.is_live(top) => {
+                    self.pop_node();
+                    self.tombstones -= 1;
+                }
+                _ => return,
             }
-            self.pop_node();
         }
     }
 
@@ -143,8 +130,9 @@ impl<T> Heap<T> {
     fn maybe_compact(&mut self) {
         if self.nodes.len() > 64 && self.nodes.len() > 2 * self.entries.len() {
             let mut nodes: Vec<Node> = Vec::with_capacity(self.entries.len());
-            nodes.extend(self.entries.iter().map(|(&key, e)| Node { deadline: e.deadline, seq: e.seq, key }));
+            nodes.extend(self.entries.iter().map(|(key, e)| Node { deadline: e.deadline, key }));
             self.nodes = nodes;
+            self.tombstones = 0;
             for i in (0..self.nodes.len()).rev() {
                 self.sift_down(i);
             }
@@ -156,9 +144,6 @@ impl<T> Heap<T> {
     fn maybe_shrink(&mut self) {
         if self.nodes.capacity() > 4096 && self.nodes.len() < self.nodes.capacity() / 4 {
             self.nodes.shrink_to(self.nodes.len() * 2);
-        }
-        if self.entries.capacity() > 4096 && self.entries.len() < self.entries.capacity() / 4 {
-            self.entries.shrink_to(self.entries.len() * 2);
         }
     }
 
@@ -217,7 +202,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pops_in_deadline_then_seq_order_and_skips_cancelled() {
+    fn pops_in_deadline_then_key_order_and_skips_cancelled() {
         let mut h = Heap::new();
         for (k, d) in [(1, 50), (2, 10), (3, 50), (4, 30), (5, 10)] {
             h.insert(k, d, k * 100);
@@ -232,6 +217,13 @@ mod tests {
             out.push(x);
         }
         assert_eq!(out, vec![(5, 300), (10, 200), (10, 500), (50, 100)]);
+        // Rescheduled back and forth: one delivery, at the last deadline.
+        h.insert(7, 40, 7);
+        assert!(h.reschedule(7, 60));
+        assert!(h.reschedule(7, 40));
+        assert!(h.reschedule(7, 40));
+        assert_eq!(h.pop_due(100), Some((40, 7)));
+        assert_eq!(h.pop_due(100), None);
         assert_eq!(h.len(), 0);
     }
 

@@ -56,8 +56,9 @@
 //!
 //! - **Never early**: no item is received before its deadline by the queue's clock.
 //! - **Order**: items leave the dequeue proxy in nondecreasing deadline order;
-//!   equal deadlines leave in the order the enqueue proxy received them (for one
-//!   producer, its send order). Each consumer sees a nondecreasing sequence.
+//!   equal deadlines leave in key order. Keys are numbered by the send that creates
+//!   the item, so for one producer that is its send order, and for sends ordered by
+//!   any synchronisation it is that order. Each consumer sees nondecreasing deadlines.
 //! - **Exactly once**: every item sent is exactly one of: received once, returned
 //!   by [`Sender::cancel`], handed back in a send error, returned by
 //!   [`Receiver::take_pending`], or dropped once when the last receiver goes.
@@ -87,6 +88,7 @@ mod receiver;
 mod ring;
 mod sender;
 mod shared;
+mod slots;
 mod sync;
 pub mod timer;
 mod waiters;

@@ -184,8 +184,8 @@ impl<T: Send + 'static> Sender<T> {
 
     /// Moves a pending item to a new deadline. `true` if it was pending; `false`
     /// if it was delivered, cancelled, taken, unknown to this queue, or the queue
-    /// is disconnected. The key stays valid. Among equal deadlines, a rescheduled
-    /// item goes after those already there.
+    /// is disconnected. The key stays valid, and so does its rank among equal
+    /// deadlines (key order, see the crate docs).
     ///
     /// # Examples
     ///
