@@ -1,0 +1,409 @@
+//! Side-by-side comparison of `delayq` against the peers a Rust user would
+//! otherwise pick, on the SAME workload, in one run on one machine (issue 4).
+//!
+//! ```text
+//! cargo run --release --example compare                 # full run → docs/bench/
+//! cargo run --release --example compare -- --quick      # CI smoke run (~1–2 min) → target/bench-quick/
+//! cargo run --release --example compare -- --help
+//! ```
+//!
+//! Workload (`compare/workload.rs`): P producers, C consumers, N items, deadline =
+//! (send time) + uniform[0, D]. The matrix is D ∈ {0, 1 ms, 10 ms} × (P, C) ∈
+//! {(1,1), (4,4), (16,16)} with unthrottled producers; then a paced run (100,000
+//! items/s offered, 16×16, D = 1 ms) for lateness, and an overload run
+//! (unthrottled, 16×16, D = 1 ms) of `delayq::bounded(65536)` for back-pressure.
+//! Implementations are in `compare/peers.rs`.
+//!
+//! Each run is a child process of this binary (`--child …`), so peak RSS (VmHWM)
+//! and CPU time (getrusage) belong to that run alone, and a hang or crash is
+//! caught (with a timeout) and reported instead of stopping the comparison. Every
+//! run is checked: each id received exactly once (lost / duplicated), none before
+//! its deadline (early). The parent keeps the median-throughput repeat of each
+//! configuration and writes `results.md`, `runs.csv`, `throughput.svg` and
+//! `lateness.svg` to the output directory.
+
+#[path = "compare/peers.rs"]
+mod peers;
+#[path = "compare/report.rs"]
+mod report;
+#[path = "compare/sys.rs"]
+mod sys;
+#[path = "compare/workload.rs"]
+mod workload;
+
+use report::{Kind, Measured, RunRecord, Status};
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use workload::{Config, Pace};
+
+const HELP: &str = "\
+compare: delayq vs peers on one workload (see examples/compare.rs and docs/bench/README.md)
+
+USAGE: cargo run --release --example compare -- [OPTIONS]
+
+OPTIONS:
+  --quick             smoke run for CI: N = 300000, 1 repeat, configs 1x1/4x4/16x16 at
+                      D = 1 ms plus 16x16 at D = 0, 1 s paced run; writes to
+                      target/bench-quick unless --out is given
+  --n N               items per matrix run (default 2000000)
+  --repeats R         repeats of every run; the median-throughput one is kept (default 3)
+  --impls a,b,...     subset of: delayq,delayq-bounded,std-heap,pl-heap,tokio-dq,skiplist,channel
+  --threads 1,4,16    producers = consumers per side (default 1,4,16)
+  --delays 0,1,10     D values in ms (default 0,1,10)
+  --paced-secs S      length of the paced run (default 3; 0 skips it)
+  --rate R            offered items/s of the paced run (default 100000)
+  --no-overload       skip the overload run
+  --timeout S         per-run timeout in seconds (default 30 + N/25000)
+  --out DIR           output directory (default docs/bench)
+";
+
+struct Options {
+    quick: bool,
+    n: usize,
+    repeats: usize,
+    impls: Vec<String>,
+    matrix: Vec<(usize, Duration)>,
+    paced_secs: f64,
+    rate: f64,
+    overload: bool,
+    timeout: Option<Duration>,
+    out: Option<PathBuf>,
+}
+
+fn parse_list<T: std::str::FromStr>(s: &str, what: &str) -> Vec<T> {
+    s.split(',')
+        .map(|x| x.trim().parse::<T>().unwrap_or_else(|_| die(&format!("bad {what}: {x:?}"))))
+        .collect()
+}
+
+fn die(msg: &str) -> ! {
+    eprintln!("compare: {msg}\n\n{HELP}");
+    std::process::exit(2)
+}
+
+fn parse_options(args: &[String]) -> Options {
+    let mut o = Options {
+        quick: false,
+        n: 2_000_000,
+        repeats: 3,
+        impls: peers::ALL.iter().map(|s| s.to_string()).collect(),
+        matrix: Vec::new(),
+        paced_secs: 3.0,
+        rate: 100_000.0,
+        overload: true,
+        timeout: None,
+        out: None,
+    };
+    let (mut threads, mut delays): (Option<Vec<usize>>, Option<Vec<u64>>) = (None, None);
+    let (mut n_set, mut r_set, mut paced_set) = (false, false, false);
+    let mut i = 0;
+    let value = |i: &mut usize| -> String {
+        *i += 1;
+        args.get(*i).cloned().unwrap_or_else(|| die(&format!("{} needs a value", args[*i - 1])))
+    };
+    while i < args.len() {
+        match args[i].as_str() {
+            "--quick" => o.quick = true,
+            "--n" => {
+                o.n = value(&mut i).replace('_', "").parse().unwrap_or_else(|_| die("bad --n"));
+                n_set = true;
+            }
+            "--repeats" => {
+                o.repeats = value(&mut i).parse().unwrap_or_else(|_| die("bad --repeats"));
+                r_set = true;
+            }
+            "--impls" => {
+                o.impls = value(&mut i).split(',').map(|s| s.trim().to_owned()).collect();
+                for name in &o.impls {
+                    if !peers::ALL.contains(&name.as_str()) {
+                        die(&format!("unknown implementation {name:?}"));
+                    }
+                }
+            }
+            "--threads" => threads = Some(parse_list(&value(&mut i), "--threads")),
+            "--delays" => delays = Some(parse_list(&value(&mut i), "--delays")),
+            "--paced-secs" => {
+                o.paced_secs = value(&mut i).parse().unwrap_or_else(|_| die("bad --paced-secs"));
+                paced_set = true;
+            }
+            "--rate" => o.rate = value(&mut i).parse().unwrap_or_else(|_| die("bad --rate")),
+            "--no-overload" => o.overload = false,
+            "--timeout" => {
+                o.timeout = Some(Duration::from_secs_f64(
+                    value(&mut i).parse().unwrap_or_else(|_| die("bad --timeout")),
+                ))
+            }
+            "--out" => o.out = Some(PathBuf::from(value(&mut i))),
+            "-h" | "--help" => {
+                print!("{HELP}");
+                std::process::exit(0);
+            }
+            other => die(&format!("unknown option {other:?}")),
+        }
+        i += 1;
+    }
+    if o.repeats == 0 || o.n == 0 {
+        die("--n and --repeats must be at least 1");
+    }
+    if o.quick {
+        if !n_set {
+            o.n = 300_000;
+        }
+        if !r_set {
+            o.repeats = 1;
+        }
+        if !paced_set {
+            o.paced_secs = 1.0;
+        }
+    }
+    let ms = Duration::from_millis;
+    o.matrix = match (threads, delays, o.quick) {
+        (None, None, true) => vec![(1, ms(1)), (4, ms(1)), (16, ms(0)), (16, ms(1))],
+        (t, d, _) => {
+            let t = t.unwrap_or_else(|| vec![1, 4, 16]);
+            let d = d.unwrap_or_else(|| vec![0, 1, 10]);
+            d.iter().flat_map(|&d| t.iter().map(move |&t| (t, ms(d)))).collect()
+        }
+    };
+    o
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--child") {
+        return child(&args[1..]);
+    }
+    let o = parse_options(&args);
+    let out = o.out.clone().unwrap_or_else(|| {
+        if o.quick {
+            PathBuf::from("target/bench-quick")
+        } else {
+            PathBuf::from("docs/bench")
+        }
+    });
+    std::fs::create_dir_all(&out).unwrap_or_else(|e| die(&format!("cannot create {}: {e}", out.display())));
+    let machine_start = sys::machine_line();
+    let load_start = sys::loadavg();
+    let started = Instant::now();
+    eprintln!("compare: {machine_start}");
+
+    // Every run, in order: repeats outermost, so that a burst of outside load
+    // hits every implementation of a configuration rather than one of them.
+    let mut plan: Vec<(Kind, String, usize, usize, Duration, Pace, usize)> = Vec::new();
+    for rep in 0..o.repeats {
+        for &(t, d) in &o.matrix {
+            for name in &o.impls {
+                plan.push((Kind::Matrix, name.clone(), t, o.n, d, Pace::Unthrottled, rep));
+            }
+        }
+        if o.paced_secs > 0.0 {
+            let n = (o.rate * o.paced_secs).round() as usize;
+            for name in &o.impls {
+                plan.push((
+                    Kind::Paced,
+                    name.clone(),
+                    16,
+                    n,
+                    Duration::from_millis(1),
+                    Pace::Rate(o.rate),
+                    rep,
+                ));
+            }
+        }
+        if o.overload {
+            plan.push((
+                Kind::Overload,
+                "delayq-bounded".into(),
+                16,
+                o.n,
+                Duration::from_millis(1),
+                Pace::Unthrottled,
+                rep,
+            ));
+        }
+    }
+
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut records = Vec::new();
+    for (i, (kind, name, t, n, d, pace, rep)) in plan.iter().enumerate() {
+        // The channel has no delay: it always runs with D = 0 (the hand-off ceiling).
+        let d_eff = if name == "channel" { Duration::ZERO } else { *d };
+        let timeout = o.timeout.unwrap_or_else(|| Duration::from_secs(30 + (*n / 25_000) as u64));
+        let rate = match pace {
+            Pace::Unthrottled => 0.0,
+            Pace::Rate(r) => *r,
+        };
+        let t0 = Instant::now();
+        let status = run_child(&exe, name, *t, *n, d_eff, rate, timeout);
+        let line = match &status {
+            Status::Ok(m) => format!(
+                "{:>8.3} M/s  p50 {:>9.1} µs  p99 {:>9.1} µs  lost {} dup {} early {}",
+                m.throughput / 1e6,
+                m.p50_ns as f64 / 1e3,
+                m.p99_ns as f64 / 1e3,
+                m.lost,
+                m.duplicated,
+                m.early
+            ),
+            Status::Failed(why) => format!("FAILED: {why}"),
+        };
+        eprintln!(
+            "[{:>3}/{}] {:<8} {:<14} {:>2}x{:<2} D={:<5} rep {}  {line}  ({:.1} s)",
+            i + 1,
+            plan.len(),
+            kind.label(),
+            name,
+            t,
+            t,
+            report::fmt_d(*d),
+            rep + 1,
+            t0.elapsed().as_secs_f64()
+        );
+        records.push(RunRecord {
+            kind: *kind,
+            name: name.clone(),
+            threads: *t,
+            n: *n,
+            d: *d,
+            rate,
+            repeat: *rep,
+            status,
+        });
+    }
+
+    let command = std::iter::once("cargo run --release --example compare --".to_owned())
+        .chain(args.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let meta = report::Meta {
+        command,
+        machine: machine_start,
+        load_start,
+        load_end: sys::loadavg(),
+        elapsed: started.elapsed(),
+        n: o.n,
+        repeats: o.repeats,
+        rate: o.rate,
+        paced_secs: o.paced_secs,
+        source: source_rev(),
+    };
+    report::write_all(&out, &meta, &records).unwrap_or_else(|e| die(&format!("writing the report: {e}")));
+    eprintln!("compare: wrote {}/results.md, runs.csv, throughput.svg, lateness.svg", out.display());
+    let bad = records.iter().filter(|r| !r.is_correct()).count();
+    if bad > 0 {
+        eprintln!("compare: {bad} run(s) FAILED or were incorrect (lost/duplicated/early/hang/crash); see results.md");
+        std::process::exit(1);
+    }
+}
+
+/// The git revision of the working tree being measured (and whether src/ is dirty).
+fn source_rev() -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    match git(&["rev-parse", "--short", "HEAD"]) {
+        Some(rev) => {
+            let dirty = git(&["status", "--porcelain", "--", "src"]).is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("{rev} + uncommitted changes in src/")
+            } else {
+                rev
+            }
+        }
+        None => "unknown (not a git checkout)".into(),
+    }
+}
+
+fn run_child(
+    exe: &std::path::Path,
+    name: &str,
+    threads: usize,
+    n: usize,
+    d: Duration,
+    rate: f64,
+    timeout: Duration,
+) -> Status {
+    let mut child = match Command::new(exe)
+        .args([
+            "--child",
+            name,
+            &threads.to_string(),
+            &n.to_string(),
+            &d.as_nanos().to_string(),
+            &rate.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return Status::Failed(format!("spawn: {e}")),
+    };
+    let mut out_pipe = child.stdout.take().expect("piped");
+    let mut err_pipe = child.stderr.take().expect("piped");
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out_pipe.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err_pipe.read_to_string(&mut s);
+        s
+    });
+    let t0 = Instant::now();
+    let exit = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) if t0.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Status::Failed(format!("wait: {e}")),
+        }
+    };
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    let tail = |s: &str| {
+        s.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ")
+    };
+    match exit {
+        None => Status::Failed(format!("HANG: no result within {:.0} s (killed)", timeout.as_secs_f64())),
+        Some(st) if !st.success() => Status::Failed(format!("CRASH: {st}; stderr: {}", tail(&stderr))),
+        Some(_) => match stdout.lines().find_map(|l| l.strip_prefix("RESULT ")).and_then(Measured::parse) {
+            Some(m) => Status::Ok(m),
+            None => Status::Failed(format!("no RESULT line; stderr: {}", tail(&stderr))),
+        },
+    }
+}
+
+/// `--child IMPL THREADS N D_NS RATE`: one run, printed as a `RESULT` line.
+fn child(args: &[String]) {
+    let [name, threads, n, d_ns, rate] = args else {
+        die("--child IMPL THREADS N D_NS RATE");
+    };
+    let threads: usize = threads.parse().expect("threads");
+    let cfg = Config {
+        producers: threads,
+        consumers: threads,
+        items: n.parse().expect("n"),
+        max_delay: Duration::from_nanos(d_ns.parse().expect("d_ns")),
+        pace: match rate.parse::<f64>().expect("rate") {
+            r if r > 0.0 => Pace::Rate(r),
+            _ => Pace::Unthrottled,
+        },
+    };
+    let plumbing = peers::build(name, cfg.producers, cfg.consumers);
+    let o = workload::run(&cfg, plumbing);
+    println!("RESULT {}", Measured::from_outcome(&cfg, &o).encode());
+}

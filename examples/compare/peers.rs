@@ -1,0 +1,384 @@
+//! The implementations under comparison, each wired into the workload's
+//! `Plumbing`: `delayq` itself and the peers a Rust user would otherwise pick.
+//!
+//! - `delayq`, `delayq-bounded` (capacity [`BOUNDED_CAP`]).
+//! - `std-heap`, `pl-heap`: `Mutex<BinaryHeap>` + `Condvar` with Java
+//!   `DelayQueue`'s leader/follower waiting (one consumer, the leader, sleeps
+//!   until the head's deadline; the others wait untimed), with std and with
+//!   parking_lot locks.
+//! - `tokio-dq`: tokio-util's `DelayQueue` owned by one task on a current-thread
+//!   runtime, fed by a tokio unbounded mpsc, forwarding expired items to the
+//!   consumer threads over a crossbeam channel.
+//! - `skiplist`: crossbeam-skiplist `SkipMap<(Instant, id), Item>` polled by the
+//!   consumers (spin a little, then `yield_now`).
+//! - `channel`: crossbeam-channel `bounded(1024)` with NO delay semantics: the
+//!   hand-off ceiling. Its "lateness" is receive time − deadline as for the
+//!   others, so it is negative (counted early) whenever D > 0; the harness skips
+//!   the early check for it and runs it with D = 0 for the lateness columns.
+
+use crate::workload::{Item, Plumbing, RecvFn, SendFn};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Capacity of `delayq-bounded` (and of the overload run).
+pub const BOUNDED_CAP: usize = 65_536;
+
+/// Every implementation, in report order.
+pub const ALL: &[&str] =
+    &["delayq", "delayq-bounded", "std-heap", "pl-heap", "tokio-dq", "skiplist", "channel"];
+
+/// Builds implementation `name` for `p` producers and `c` consumers.
+pub fn build(name: &str, p: usize, c: usize) -> Plumbing {
+    match name {
+        "delayq" => delayq_plumbing(delayq::unbounded(), p, c),
+        "delayq-bounded" => delayq_plumbing(delayq::bounded(BOUNDED_CAP), p, c),
+        "std-heap" => heap_plumbing(Arc::new(std_heap::HeapQueue::new()), p, c),
+        "pl-heap" => heap_plumbing(Arc::new(pl_heap::HeapQueue::new()), p, c),
+        "tokio-dq" => tokio_plumbing(p, c),
+        "skiplist" => skiplist_plumbing(p, c),
+        "channel" => channel_plumbing(p, c),
+        other => panic!("unknown implementation {other:?}; known: {}", ALL.join(", ")),
+    }
+}
+
+fn delayq_plumbing((tx, rx): (delayq::Sender<Item>, delayq::Receiver<Item>), p: usize, c: usize) -> Plumbing {
+    let senders = (0..p)
+        .map(|_| {
+            let tx = tx.clone();
+            Box::new(move |it: Item| {
+                tx.send_at(it, it.deadline).expect("delayq: send failed while receivers live");
+            }) as SendFn
+        })
+        .collect();
+    let receivers = (0..c)
+        .map(|_| {
+            let rx = rx.clone();
+            Box::new(move || rx.recv().ok()) as RecvFn
+        })
+        .collect();
+    // The last sender goes with the last producer closure: that closes the queue.
+    drop(tx);
+    Plumbing { senders, receivers, on_producers_done: Box::new(|| {}), on_finish: Box::new(move || drop(rx)) }
+}
+
+/// One leader/follower heap queue, generic over the lock flavour by macro (the
+/// std and parking_lot APIs differ only in poisoning and how `wait` takes the
+/// guard). Java's `DelayQueue.take()`:
+///
+/// ```text
+/// lock; loop {
+///   first = peek; if none: if closed return None; await
+///   delay = first.deadline - now; if delay <= 0: return poll()
+///   if leader != null: await                 // a follower
+///   else: leader = me; awaitNanos(delay); if leader == me: leader = null
+/// } finally { if leader == null && peek != null: signal }
+/// ```
+/// and `offer()` signals when the new item became the head (and clears the leader).
+macro_rules! heap_queue {
+    ($modname:ident, $lock:ident, $wait:ident, $wait_timeout:ident, $mutex:ty, $condvar:ty) => {
+        pub mod $modname {
+            use crate::workload::Item;
+            use std::cmp::Reverse;
+            use std::collections::BinaryHeap;
+            use std::time::Instant;
+
+            #[derive(PartialEq, Eq, PartialOrd, Ord)]
+            struct Entry(Instant, u32);
+
+            struct State {
+                heap: BinaryHeap<Reverse<Entry>>,
+                leader: Option<u64>,
+                closed: bool,
+            }
+
+            pub struct HeapQueue {
+                state: $mutex,
+                available: $condvar,
+            }
+
+            impl HeapQueue {
+                pub fn new() -> Self {
+                    HeapQueue {
+                        state: <$mutex>::new(State { heap: BinaryHeap::new(), leader: None, closed: false }),
+                        available: <$condvar>::new(),
+                    }
+                }
+
+                pub fn offer(&self, it: Item) {
+                    let mut s = $lock!(&self.state);
+                    s.heap.push(Reverse(Entry(it.deadline, it.id)));
+                    if s.heap.peek().is_some_and(|Reverse(e)| e.1 == it.id) {
+                        s.leader = None;
+                        self.available.notify_one();
+                    }
+                }
+
+                pub fn close(&self) {
+                    let mut s = $lock!(&self.state);
+                    s.closed = true;
+                    self.available.notify_all();
+                }
+
+                /// Blocks until the head is due; `None` once closed and empty.
+                pub fn take(&self, me: u64) -> Option<Item> {
+                    let mut s = $lock!(&self.state);
+                    let got = loop {
+                        let Some(Reverse(first)) = s.heap.peek() else {
+                            if s.closed {
+                                break None;
+                            }
+                            s = $wait!(&self.available, s);
+                            continue;
+                        };
+                        let now = Instant::now();
+                        if first.0 <= now {
+                            let Reverse(Entry(deadline, id)) = s.heap.pop().expect("peeked");
+                            break Some(Item { deadline, id });
+                        }
+                        let delay = first.0 - now;
+                        if s.leader.is_some() {
+                            s = $wait!(&self.available, s);
+                        } else {
+                            s.leader = Some(me);
+                            s = $wait_timeout!(&self.available, s, delay);
+                            if s.leader == Some(me) {
+                                s.leader = None;
+                            }
+                        }
+                    };
+                    // Java's `finally`, plus one addition for the harness's
+                    // `close()`: once closed, each returning consumer passes the
+                    // signal on, so untimed followers also see "closed and empty".
+                    if s.leader.is_none() && (!s.heap.is_empty() || s.closed) {
+                        self.available.notify_one();
+                    }
+                    got
+                }
+            }
+        }
+    };
+}
+
+macro_rules! std_lock {
+    ($m:expr) => {
+        $m.lock().unwrap()
+    };
+}
+macro_rules! std_wait {
+    ($cv:expr, $g:expr) => {
+        $cv.wait($g).unwrap()
+    };
+}
+macro_rules! std_wait_timeout {
+    ($cv:expr, $g:expr, $d:expr) => {
+        $cv.wait_timeout($g, $d).unwrap().0
+    };
+}
+macro_rules! pl_lock {
+    ($m:expr) => {
+        $m.lock()
+    };
+}
+macro_rules! pl_wait {
+    ($cv:expr, $g:expr) => {{
+        let mut g = $g;
+        $cv.wait(&mut g);
+        g
+    }};
+}
+macro_rules! pl_wait_timeout {
+    ($cv:expr, $g:expr, $d:expr) => {{
+        let mut g = $g;
+        $cv.wait_for(&mut g, $d);
+        g
+    }};
+}
+
+heap_queue!(std_heap, std_lock, std_wait, std_wait_timeout, std::sync::Mutex<State>, std::sync::Condvar);
+heap_queue!(pl_heap, pl_lock, pl_wait, pl_wait_timeout, parking_lot::Mutex<State>, parking_lot::Condvar);
+
+trait HeapLike: Send + Sync + 'static {
+    fn offer(&self, it: Item);
+    fn take(&self, me: u64) -> Option<Item>;
+    fn close(&self);
+}
+
+impl HeapLike for std_heap::HeapQueue {
+    fn offer(&self, it: Item) {
+        std_heap::HeapQueue::offer(self, it)
+    }
+    fn take(&self, me: u64) -> Option<Item> {
+        std_heap::HeapQueue::take(self, me)
+    }
+    fn close(&self) {
+        std_heap::HeapQueue::close(self)
+    }
+}
+
+impl HeapLike for pl_heap::HeapQueue {
+    fn offer(&self, it: Item) {
+        pl_heap::HeapQueue::offer(self, it)
+    }
+    fn take(&self, me: u64) -> Option<Item> {
+        pl_heap::HeapQueue::take(self, me)
+    }
+    fn close(&self) {
+        pl_heap::HeapQueue::close(self)
+    }
+}
+
+fn heap_plumbing<Q: HeapLike>(q: Arc<Q>, p: usize, c: usize) -> Plumbing {
+    let senders = (0..p)
+        .map(|_| {
+            let q = q.clone();
+            Box::new(move |it: Item| q.offer(it)) as SendFn
+        })
+        .collect();
+    let receivers = (0..c)
+        .map(|i| {
+            let q = q.clone();
+            Box::new(move || q.take(i as u64)) as RecvFn
+        })
+        .collect();
+    Plumbing {
+        senders,
+        receivers,
+        on_producers_done: Box::new(move || q.close()),
+        on_finish: Box::new(|| {}),
+    }
+}
+
+fn tokio_plumbing(p: usize, c: usize) -> Plumbing {
+    use std::future::poll_fn;
+    use std::task::Poll;
+    use tokio_util::time::DelayQueue;
+
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Item>();
+    let (fwd, out) = crossbeam_channel::unbounded::<Item>();
+    let driver = std::thread::Builder::new()
+        .name("tokio-dq".into())
+        .spawn(move || {
+            let rt =
+                tokio::runtime::Builder::new_current_thread().enable_time().build().expect("tokio runtime");
+            rt.block_on(async move {
+                let mut dq: DelayQueue<Item> = DelayQueue::new();
+                let mut input_open = true;
+                poll_fn(|cx| {
+                    // Take everything the producers sent (tokio's coop budget may
+                    // cut this short; it then wakes us again).
+                    while input_open {
+                        match rx.poll_recv(cx) {
+                            Poll::Ready(Some(it)) => {
+                                dq.insert_at(it, tokio::time::Instant::from_std(it.deadline));
+                            }
+                            Poll::Ready(None) => input_open = false,
+                            Poll::Pending => break,
+                        }
+                    }
+                    // Forward everything expired.
+                    loop {
+                        match dq.poll_expired(cx) {
+                            Poll::Ready(Some(e)) => {
+                                let _ = fwd.send(e.into_inner());
+                            }
+                            Poll::Ready(None) if !input_open => return Poll::Ready(()),
+                            Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+                        }
+                    }
+                })
+                .await;
+            });
+            // `fwd` drops here: consumers see the disconnect once drained.
+        })
+        .expect("spawn tokio driver");
+    let senders = (0..p)
+        .map(|_| {
+            let tx = tx.clone();
+            Box::new(move |it: Item| tx.send(it).expect("tokio driver alive")) as SendFn
+        })
+        .collect();
+    drop(tx);
+    let receivers = (0..c)
+        .map(|_| {
+            let out = out.clone();
+            Box::new(move || out.recv().ok()) as RecvFn
+        })
+        .collect();
+    drop(out);
+    Plumbing {
+        senders,
+        receivers,
+        on_producers_done: Box::new(|| {}),
+        on_finish: Box::new(move || driver.join().expect("tokio driver panicked")),
+    }
+}
+
+fn skiplist_plumbing(p: usize, c: usize) -> Plumbing {
+    use crossbeam_skiplist::SkipMap;
+    let map: Arc<SkipMap<(Instant, u32), Item>> = Arc::new(SkipMap::new());
+    let done = Arc::new(AtomicBool::new(false));
+    let senders = (0..p)
+        .map(|_| {
+            let map = map.clone();
+            Box::new(move |it: Item| {
+                map.insert((it.deadline, it.id), it);
+            }) as SendFn
+        })
+        .collect();
+    let receivers = (0..c)
+        .map(|_| {
+            let map = map.clone();
+            let done = done.clone();
+            Box::new(move || {
+                let mut spins = 0u32;
+                loop {
+                    match map.front() {
+                        Some(e) if e.key().0 <= Instant::now() => {
+                            // Only one consumer's `remove` wins the entry.
+                            if e.remove() {
+                                return Some(*e.value());
+                            }
+                            continue;
+                        }
+                        // Acquire: pairs with the release store after the
+                        // producers joined, so an empty map then is final.
+                        None if done.load(Ordering::Acquire) && map.is_empty() => return None,
+                        _ => {}
+                    }
+                    if spins < 16 {
+                        std::hint::spin_loop();
+                        spins += 1;
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+            }) as RecvFn
+        })
+        .collect();
+    Plumbing {
+        senders,
+        receivers,
+        on_producers_done: Box::new(move || done.store(true, Ordering::Release)),
+        on_finish: Box::new(|| {}),
+    }
+}
+
+fn channel_plumbing(p: usize, c: usize) -> Plumbing {
+    let (tx, rx) = crossbeam_channel::bounded::<Item>(1024);
+    let senders = (0..p)
+        .map(|_| {
+            let tx = tx.clone();
+            Box::new(move |it: Item| tx.send(it).expect("receivers alive")) as SendFn
+        })
+        .collect();
+    drop(tx);
+    let receivers = (0..c)
+        .map(|_| {
+            let rx = rx.clone();
+            Box::new(move || rx.recv().ok()) as RecvFn
+        })
+        .collect();
+    drop(rx);
+    Plumbing { senders, receivers, on_producers_done: Box::new(|| {}), on_finish: Box::new(|| {}) }
+}
