@@ -3,6 +3,8 @@
 
 use crate::clock::{Clock, Subscription};
 use crate::error::BuildError;
+use crate::index::Kind;
+use crate::oneshot;
 use crate::receiver::Receiver;
 use crate::sender::Sender;
 use crate::shared::{Shared, Signals};
@@ -102,6 +104,7 @@ pub struct Builder {
     capacity: Option<usize>,
     clock: Clock,
     prefix: String,
+    index: Kind,
 }
 
 impl Default for Builder {
@@ -114,7 +117,12 @@ impl Builder {
     /// An unbounded queue on the system clock, threads named `delayq-enqueue` and
     /// `delayq-dequeue`.
     pub fn new() -> Builder {
-        Builder { capacity: None, clock: Clock::default(), prefix: "delayq".to_owned() }
+        Builder {
+            capacity: None,
+            clock: Clock::default(),
+            prefix: "delayq".to_owned(),
+            index: Kind::default(),
+        }
     }
 
     /// Bounds the queue to `capacity` undelivered items (0 makes `build` fail).
@@ -142,6 +150,18 @@ impl Builder {
         self
     }
 
+    /// Selects the timer index backend: `"wheel"` (the default, a hierarchical
+    /// timing wheel) or `"heap"` (a 4-ary heap). For benchmarks comparing the two;
+    /// an unknown name keeps the default.
+    #[doc(hidden)]
+    pub fn timer_index(mut self, name: &str) -> Builder {
+        self.index = match name {
+            "heap" => Kind::Heap,
+            _ => Kind::Wheel,
+        };
+        self
+    }
+
     /// Starts the two proxy threads and returns the queue's first handles.
     ///
     /// # Errors
@@ -165,12 +185,13 @@ impl Builder {
             dequeue: Bell::new(dequeue_parker.unparker()),
             rounds: Waiters::default(),
         });
-        let shared = Arc::new(Shared::new(
+        let shared = Arc::new(Shared::with_index(
             self.capacity,
             self.clock.clone(),
             signals,
             INGRESS_SLOTS.min(cap),
             EGRESS_SLOTS.min(cap),
+            self.index,
         ));
         let weak = Arc::downgrade(&shared);
         let subscription = self.clock.subscribe(Arc::new(move || {
@@ -180,14 +201,21 @@ impl Builder {
         }));
         let mut chan = Chan { shared: shared.clone(), threads: Vec::new(), _subscription: subscription };
         // On an error below, dropping `chan` disconnects and joins what started.
+        // Each proxy reports once it runs (its OS thread name is set by then).
+        let (up_enqueue, enqueue_running) = oneshot::pair();
+        let (up_dequeue, dequeue_running) = oneshot::pair();
         let s = shared.clone();
         chan.threads.push(spawn(format!("{}-enqueue", self.prefix), shared.clone(), move || {
+            up_enqueue.send(());
             enqueue::run(&s, &enqueue_parker)
         })?);
         let s = shared.clone();
         chan.threads.push(spawn(format!("{}-dequeue", self.prefix), shared, move || {
+            up_dequeue.send(());
             dequeue::run(&s, &dequeue_parker)
         })?);
+        enqueue_running.wait();
+        dequeue_running.wait();
         let chan = Arc::new(chan);
         Ok((Sender::new(chan.clone()), Receiver::new(chan)))
     }

@@ -1,4 +1,4 @@
-//! The dequeue proxy: moves due items from the heap to the egress ring.
+//! The dequeue proxy: moves due items from the timer index to the egress ring.
 //!
 //! Each round it reads the clock once, then in ONE critical section of the timers
 //! lock moves every due item (as many as the egress ring has room for), reads the
@@ -18,24 +18,24 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         }
         // SeqCst: pairs with the RMW in `Shared::clock_moved` (round start).
         shared.rounds.fetch_add(1, Ordering::SeqCst);
-        let now = shared.now_ticks();
+        let now = shared.delivery_now();
         let (moved, plan) = {
             let mut t = lock(&shared.timers);
             let mut moved = 0;
             let mut full = false;
             loop {
                 if shared.egress.is_full() {
-                    full = t.heap.peek().is_some_and(|d| d <= now);
+                    full = t.index.next_wake().is_some_and(|d| d <= now);
                     break;
                 }
-                let Some(entry) = t.heap.pop_due(now) else { break };
+                let Some(entry) = t.index.pop_due(now) else { break };
                 // Cannot fail: we are the only pusher and the ring is not full.
                 if shared.egress.push(entry).is_err() {
                     unreachable!("egress ring refused a push below capacity");
                 }
                 moved += 1;
             }
-            let plan = Sleep::plan(t.heap.peek(), full);
+            let plan = Sleep::plan(t.index.next_wake(), full);
             #[cfg(not(delayq_bug_lost_wakeup))]
             {
                 t.sleep = plan;

@@ -1,4 +1,4 @@
-//! The enqueue proxy: the only writer of new entries into the heap.
+//! The enqueue proxy: the only writer of new entries into the timer index.
 //!
 //! Each wakeup it drains up to `BATCH` commands from the ingress and applies them
 //! all in ONE critical section of the timers lock (flat combining: one lock
@@ -66,41 +66,49 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
 
 fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>) {
     let mut released = 0;
+    // The earliest deadline this batch adds: only it can move the head earlier.
+    let mut earliest = None::<u64>;
     let wake = {
         let mut t = lock(&shared.timers);
         for cmd in batch.drain(..) {
             match cmd {
-                Cmd::Insert { key, deadline, item } => t.heap.insert(key, deadline, item),
+                Cmd::Insert { key, deadline, item } => {
+                    t.index.insert(key, deadline, item);
+                    earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
+                }
                 Cmd::Cancel { key, answer } => {
-                    let item = t.heap.cancel(key).map(|(_, item)| item);
+                    let item = t.index.cancel(key).map(|(_, item)| item);
                     released += usize::from(item.is_some());
                     done.push(Done::Item(answer, item));
                 }
                 Cmd::Reschedule { key, deadline, answer } => {
-                    done.push(Done::Flag(answer, t.heap.reschedule(key, deadline)));
+                    let moved = t.index.reschedule(key, deadline);
+                    if moved {
+                        earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
+                    }
+                    done.push(Done::Flag(answer, moved));
                 }
                 Cmd::Peek { answer } => {
                     // SAFETY: only the dequeue proxy pushes to the egress ring, and
                     // it does so holding the timers lock, which we hold.
                     let staged = unsafe { shared.egress.peek_with(|&(d, _)| d) };
-                    let head = t.heap.peek();
+                    let head = t.index.peek();
                     done.push(Done::Tick(answer, staged.or(head)));
                 }
                 Cmd::Sync { answer } => done.push(Done::Unit(answer)),
                 Cmd::TakePending { answer } => {
-                    // Staged items are older than any in the heap: they go first.
+                    // Staged items are older than any in the index: they go first.
                     let mut all = Vec::new();
                     while let Some(x) = shared.egress.pop() {
                         all.push(x);
                     }
-                    all.extend(t.heap.take_all());
+                    all.extend(t.index.take_all());
                     released += all.len();
                     done.push(Done::All(answer, all));
                 }
             }
         }
-        let head = t.heap.peek();
-        t.sleep.must_wake_for(head)
+        t.sleep.must_wake_for(earliest)
     };
     if wake {
         shared.signals.dequeue.force();
@@ -125,7 +133,7 @@ fn wind_down<T>(shared: &Shared<T>) {
             match cmd {
                 Cmd::Insert { item, .. } => dropped.push(item),
                 Cmd::Cancel { key, answer } => {
-                    let item = t.heap.cancel(key).map(|(_, item)| item);
+                    let item = t.index.cancel(key).map(|(_, item)| item);
                     released += usize::from(item.is_some());
                     done.push(Done::Item(answer, item));
                 }
@@ -136,7 +144,7 @@ fn wind_down<T>(shared: &Shared<T>) {
                 Cmd::Sync { answer } => done.push(Done::Unit(answer)),
             }
         }
-        dropped.extend(t.heap.take_all().into_iter().map(|(_, item)| item));
+        dropped.extend(t.index.take_all().into_iter().map(|(_, item)| item));
         while let Some((_, item)) = shared.egress.pop() {
             dropped.push(item);
         }

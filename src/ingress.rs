@@ -5,20 +5,30 @@
 //! ring's size is an internal batching buffer, not a capacity the user sees (the
 //! user's capacity is enforced by the `len` counter before a command is built).
 //!
+//! A blocking send (`push_or_wait`) instead waits for ring room when the ring is
+//! full: back-pressure that hands the CPU to the enqueue proxy rather than piling
+//! a backlog into the spill (on a 2-core machine, 16 unthrottled producers would
+//! otherwise starve the proxies). The proxy always drains the ring, so the wait is
+//! short and cannot deadlock; non-blocking sends and commands still spill.
+//!
 //! FIFO across the two paths (a producer's commands must reach the proxy in the
 //! order it issued them, so that `cancel` never overtakes its own `send`):
 //! - while `spilled` is set, every push goes to the spill, behind the earlier ones;
 //! - the proxy takes the spill only after it found the ring empty in the same
 //!   round, so every ring command pushed before a spilled one is already taken.
 
+use crate::clock::Clock;
 use crate::ring::{PushError, Ring};
 use crate::sync::{lock, yield_now, AtomicBool, Mutex, Ordering};
+use crate::waiters::{block_on, Waiters};
 use crossbeam_utils::CachePadded;
 
 pub(crate) struct Ingress<T> {
     ring: Ring<T>,
     spilled: CachePadded<AtomicBool>,
     spill: Mutex<Spill<T>>,
+    /// Producers waiting for ring room (blocking sends only).
+    room: Waiters,
 }
 
 struct Spill<T> {
@@ -32,7 +42,33 @@ impl<T> Ingress<T> {
             ring: Ring::new(ring_slots),
             spilled: CachePadded::new(AtomicBool::new(false)),
             spill: Mutex::new(Spill { items: Vec::new(), closed: false }),
+            room: Waiters::default(),
         }
+    }
+
+    /// As `push`, but waits for ring room instead of spilling.
+    pub(crate) fn push_or_wait(&self, cmd: T) -> Result<(), T> {
+        let mut cmd = Some(cmd);
+        let mut attempt = || {
+            let c = cmd.take()?;
+            // Acquire: as in `push`.
+            if self.spilled.load(Ordering::Acquire) {
+                return Some(self.push_spill(c));
+            }
+            match self.ring.push(c) {
+                Ok(()) => Some(Ok(())),
+                Err(PushError::Closed(c)) => Some(Err(c)),
+                Err(PushError::Full(c)) => {
+                    cmd = Some(c);
+                    None
+                }
+            }
+        };
+        if let Some(r) = attempt() {
+            return r;
+        }
+        // Untimed: the proxy always drains the ring, or closes it.
+        block_on(&self.room, &Clock::default(), None, attempt).expect("an untimed wait ends with an outcome")
     }
 
     /// Queues `cmd` for the proxy; fails (handing it back) only once closed.
@@ -48,6 +84,10 @@ impl<T> Ingress<T> {
         } else {
             cmd
         };
+        self.push_spill(cmd)
+    }
+
+    fn push_spill(&self, cmd: T) -> Result<(), T> {
         let mut spill = lock(&self.spill);
         if spill.closed {
             return Err(cmd);
@@ -68,6 +108,8 @@ impl<T> Ingress<T> {
                 None => break,
             }
         }
+        // The waiters' fence inside `notify` orders our pops before the check.
+        self.room.notify(out.len() - start);
         // Acquire: pairs with the Release store in `push`.
         if out.len() - start < max && self.spilled.load(Ordering::Acquire) {
             let mut spill = lock(&self.spill);
@@ -89,6 +131,7 @@ impl<T> Ingress<T> {
     pub(crate) fn close(&self) -> bool {
         let first = self.ring.close();
         lock(&self.spill).closed = true;
+        self.room.notify_all();
         first
     }
 

@@ -55,10 +55,14 @@
 //! # Guarantees
 //!
 //! - **Never early**: no item is received before its deadline by the queue's clock.
-//! - **Order**: items leave the dequeue proxy in nondecreasing deadline order;
-//!   equal deadlines leave in key order. Keys are numbered by the send that creates
-//!   the item, so for one producer that is its send order, and for sends ordered by
-//!   any synchronisation it is that order. Each consumer sees nondecreasing deadlines.
+//! - **Order**: the dequeue proxy never moves an item while an item with an
+//!   earlier deadline (or the same deadline and a smaller key) is in the timer
+//!   index, so due items leave in nondecreasing deadline order, equal deadlines in
+//!   key order (keys are numbered by the send; for one producer, its send order).
+//!   Each consumer sees nondecreasing deadlines. A send takes a few microseconds to
+//!   reach the index: an item sent with a deadline already past can follow items
+//!   delivered meanwhile. On a [`MockClock`] this is exact: every item sent before
+//!   a clock step is in the index before the proxy sees the step.
 //! - **Exactly once**: every item sent is exactly one of: received once, returned
 //!   by [`Sender::cancel`], handed back in a send error, returned by
 //!   [`Receiver::take_pending`], or dropped once when the last receiver goes.
@@ -78,6 +82,7 @@ mod dequeue;
 mod enqueue;
 mod error;
 mod heap;
+mod index;
 mod ingress;
 mod key;
 #[cfg(delayq_loom)]
@@ -93,6 +98,7 @@ mod sync;
 pub mod timer;
 mod waiters;
 mod wakeup;
+mod wheel;
 pub mod workqueue;
 
 pub use crate::builder::{bounded, unbounded, Builder};

@@ -14,7 +14,7 @@
 //!   ingress ring is closed, the proxies wind down, pending items are dropped.
 
 use crate::clock::{Clock, Ticks};
-use crate::heap::Heap;
+use crate::index::{Index, Kind};
 use crate::ingress::Ingress;
 use crate::oneshot::Answer;
 use crate::ring::Ring;
@@ -54,9 +54,9 @@ pub(crate) enum Cmd<T> {
     },
 }
 
-/// What the timers lock protects: the heap and the dequeue proxy's sleep plan.
+/// What the timers lock protects: the index and the dequeue proxy's sleep plan.
 pub(crate) struct Timers<T> {
-    pub(crate) heap: Heap<T>,
+    pub(crate) index: Index<T>,
     pub(crate) sleep: Sleep,
 }
 
@@ -107,9 +107,14 @@ pub(crate) struct Shared<T> {
     pub(crate) ticks: Ticks,
     /// Dequeue proxy rounds, counted twice: odd while a round runs, even between.
     pub(crate) rounds: CachePadded<AtomicU64>,
+    /// On a mock clock, the time the dequeue proxy delivers by: a step becomes
+    /// visible to it only after every send made before the step is applied, so
+    /// items sent before a step leave in deadline order after it.
+    mock_now: AtomicU64,
 }
 
 impl<T> Shared<T> {
+    #[cfg_attr(not(delayq_loom), allow(dead_code))] // the loom models build queues with it
     pub(crate) fn new(
         capacity: Option<usize>,
         clock: Clock,
@@ -117,7 +122,19 @@ impl<T> Shared<T> {
         ingress_slots: usize,
         egress_slots: usize,
     ) -> Self {
+        Self::with_index(capacity, clock, signals, ingress_slots, egress_slots, Kind::default())
+    }
+
+    pub(crate) fn with_index(
+        capacity: Option<usize>,
+        clock: Clock,
+        signals: Arc<Signals>,
+        ingress_slots: usize,
+        egress_slots: usize,
+        index: Kind,
+    ) -> Self {
         let ticks = Ticks::new(clock.now());
+        let now = ticks.of(clock.now());
         Shared {
             id: crate::sync::next_queue_id(),
             len: CachePadded::new(AtomicUsize::new(0)),
@@ -129,16 +146,27 @@ impl<T> Shared<T> {
             disconnected: AtomicBool::new(false),
             ingress: Ingress::new(ingress_slots),
             egress: Ring::new(egress_slots),
-            timers: Mutex::new(Timers { heap: Heap::new(), sleep: Sleep::Awake }),
+            timers: Mutex::new(Timers { index: Index::new(index, now), sleep: Sleep::Awake }),
             signals,
             clock,
             ticks,
             rounds: CachePadded::new(AtomicU64::new(0)),
+            mock_now: AtomicU64::new(now),
         }
     }
 
     pub(crate) fn now_ticks(&self) -> u64 {
         self.ticks.of(self.clock.now())
+    }
+
+    /// The time the dequeue proxy delivers by (see `mock_now`).
+    pub(crate) fn delivery_now(&self) -> u64 {
+        if self.clock.is_mock() {
+            // SeqCst: pairs with the store in `clock_moved`, before its round RMW.
+            self.mock_now.load(Ordering::SeqCst)
+        } else {
+            self.now_ticks()
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -236,7 +264,14 @@ impl<T> Shared<T> {
         }
         // Relaxed: keys only need to be distinct.
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
-        if let Err(cmd) = self.ingress.push(Cmd::Insert { key, deadline, item }) {
+        let cmd = Cmd::Insert { key, deadline, item };
+        // Only a send that may block forever waits for ring room (back-pressure);
+        // the others spill, so they never report a timeout or "full" for it.
+        let pushed = match wait {
+            Wait::Until(None) => self.ingress.push_or_wait(cmd),
+            _ => self.ingress.push(cmd),
+        };
+        if let Err(cmd) = pushed {
             self.release(1);
             let Cmd::Insert { item, .. } = cmd else { unreachable!("pushed an insert") };
             return Err(SendFail::Disconnected(item));
@@ -290,11 +325,15 @@ impl<T> Shared<T> {
 
     /// A mock clock moved. Returns once every command sent before the step is
     /// applied and the dequeue proxy has finished a round that read the new time,
-    /// so that whatever the step made due is in the egress ring (room permitting)
-    /// when `advance` returns. Then blocked clients re-check their deadlines.
+    /// so that whatever the step made due is in the egress ring (room permitting),
+    /// in deadline order, when `advance` returns. Then blocked clients re-check
+    /// their deadlines.
     pub(crate) fn clock_moved(&self) {
         let (answer, reply) = crate::oneshot::pair();
         if self.command(Cmd::Sync { answer }) && reply.wait().is_some() {
+            // Every earlier send is in the index: now the proxy may see the step.
+            // SeqCst: see `delivery_now`.
+            self.mock_now.fetch_max(self.now_ticks(), Ordering::SeqCst);
             // SeqCst RMW (not a load): it reads the latest count and, if the proxy's
             // next round-start increment follows it, that round happens-after the
             // clock step, so it reads the new time.

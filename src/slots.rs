@@ -11,8 +11,9 @@ use std::collections::VecDeque;
 
 const PAGE_BITS: u32 = 12;
 const PAGE: usize = 1 << PAGE_BITS;
-/// Emptied pages kept for reuse, so a steady stream does not allocate.
-const SPARES: usize = 2;
+/// Emptied pages kept for reuse, so a steady stream neither allocates nor
+/// faults in fresh memory (a page is `PAGE` entries).
+const SPARES: usize = 16;
 
 struct Page<E> {
     live: usize,

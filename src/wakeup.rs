@@ -55,11 +55,12 @@ impl Sleep {
         }
     }
 
-    /// Called by the enqueue proxy under the timers lock after it changed the heap,
-    /// with the new head. Returns `true` if it must unpark the dequeue proxy, and
-    /// then marks it `Awake` so that later batches do not unpark it again.
-    pub(crate) fn must_wake_for(&mut self, head: Option<u64>) -> bool {
-        let wake = match (*self, head) {
+    /// Called by the enqueue proxy under the timers lock after it changed the
+    /// index, with the earliest deadline it added (the only way the head can move
+    /// earlier). Returns `true` if it must unpark the dequeue proxy, and then marks
+    /// it `Awake` so that later batches do not unpark it again.
+    pub(crate) fn must_wake_for(&mut self, added: Option<u64>) -> bool {
+        let wake = match (*self, added) {
             (Sleep::Until(t), Some(h)) => h < t,
             (Sleep::Forever, Some(_)) => true,
             _ => false,

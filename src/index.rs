@@ -1,0 +1,260 @@
+//! The timer index the two proxies share: which backend, and what they have in
+//! common.
+//!
+//! Both backends store items in a key-indexed table ([`Slots`]) and order
+//! 16-byte [`Node`]s `(deadline, key)`. A node is live while the table holds an
+//! entry for its key with the same deadline; `cancel` removes the entry and
+//! `reschedule` changes its deadline and adds a node, so stale nodes become
+//! tombstones that the backends skip and sweep. Equal deadlines leave in key order.
+//!
+//! Backends (each in its own file): [`HeapIndex`](crate::heap::HeapIndex), a
+//! 4-ary heap, and [`WheelIndex`](crate::wheel::WheelIndex), a hierarchical timing
+//! wheel with exact order (the default; see `wheel.rs` for why).
+
+use crate::heap::HeapIndex;
+use crate::slots::Slots;
+use crate::wheel::WheelIndex;
+
+/// What the backends order: a deadline in ticks and the item's key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Node {
+    pub(crate) deadline: u64,
+    pub(crate) key: u64,
+}
+
+impl Node {
+    #[inline]
+    pub(crate) fn before(&self, other: &Node) -> bool {
+        (self.deadline, self.key) < (other.deadline, other.key)
+    }
+}
+
+/// What the table holds per item.
+#[derive(Debug)]
+pub(crate) struct Entry<T> {
+    pub(crate) deadline: u64,
+    pub(crate) item: T,
+}
+
+impl<T> Entry<T> {
+    pub(crate) fn is_live(entries: &Slots<Entry<T>>, n: &Node) -> bool {
+        entries.get(n.key).is_some_and(|e| e.deadline == n.deadline)
+    }
+
+    /// Empties the table, returning the items in `(deadline, key)` order.
+    pub(crate) fn drain_sorted(entries: &mut Slots<Entry<T>>) -> Vec<(u64, T)> {
+        let mut all: Vec<_> = entries.drain().into_iter().map(|(k, e)| (e.deadline, k, e.item)).collect();
+        all.sort_unstable_by_key(|&(d, k, _)| (d, k));
+        all.into_iter().map(|(d, _, item)| (d, item)).collect()
+    }
+}
+
+/// Which timer index a queue uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Kind {
+    Heap,
+    #[default]
+    Wheel,
+}
+
+#[derive(Debug)]
+pub(crate) enum Index<T> {
+    Heap(HeapIndex<T>),
+    Wheel(WheelIndex<T>),
+}
+
+impl<T> Index<T> {
+    pub(crate) fn new(kind: Kind, now: u64) -> Self {
+        match kind {
+            Kind::Heap => Index::Heap(HeapIndex::new()),
+            Kind::Wheel => Index::Wheel(WheelIndex::new(now)),
+        }
+    }
+
+    pub(crate) fn insert(&mut self, key: u64, deadline: u64, item: T) {
+        match self {
+            Index::Heap(i) => i.insert(key, deadline, item),
+            Index::Wheel(i) => i.insert(key, deadline, item),
+        }
+    }
+
+    pub(crate) fn cancel(&mut self, key: u64) -> Option<(u64, T)> {
+        match self {
+            Index::Heap(i) => i.cancel(key),
+            Index::Wheel(i) => i.cancel(key),
+        }
+    }
+
+    pub(crate) fn reschedule(&mut self, key: u64, deadline: u64) -> bool {
+        match self {
+            Index::Heap(i) => i.reschedule(key, deadline),
+            Index::Wheel(i) => i.reschedule(key, deadline),
+        }
+    }
+
+    /// The earliest live deadline, exactly.
+    pub(crate) fn peek(&mut self) -> Option<u64> {
+        match self {
+            Index::Heap(i) => i.peek(),
+            Index::Wheel(i) => i.peek(),
+        }
+    }
+
+    /// A time no later than the earliest live deadline, at which the dequeue
+    /// proxy should look again (cheaper than `peek` for the wheel).
+    pub(crate) fn next_wake(&mut self) -> Option<u64> {
+        match self {
+            Index::Heap(i) => i.peek(),
+            Index::Wheel(i) => i.next_wake(),
+        }
+    }
+
+    /// Removes the earliest item if its deadline is `<= now`.
+    pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, T)> {
+        match self {
+            Index::Heap(i) => i.pop_due(now),
+            Index::Wheel(i) => i.pop_due(now),
+        }
+    }
+
+    /// Removes every item, in deadline order.
+    pub(crate) fn take_all(&mut self) -> Vec<(u64, T)> {
+        match self {
+            Index::Heap(i) => i.take_all(),
+            Index::Wheel(i) => i.take_all(),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Semantics every backend must have, on a tiny scenario with exact results.
+    pub(crate) fn check_basic_semantics(ix: &mut Index<u64>) {
+        for (k, d) in [(1, 50), (2, 10), (3, 50), (4, 30), (5, 10)] {
+            ix.insert(k, d, k * 100);
+        }
+        assert_eq!(ix.peek(), Some(10));
+        assert_eq!(ix.cancel(4), Some((30, 400)));
+        assert_eq!(ix.cancel(4), None);
+        assert!(ix.reschedule(3, 5));
+        assert!(!ix.reschedule(9, 5));
+        assert_eq!(ix.peek(), Some(5));
+        assert!(ix.next_wake().is_some_and(|w| w <= 5));
+        assert_eq!(ix.pop_due(4), None);
+        let mut out = vec![];
+        while let Some(x) = ix.pop_due(100) {
+            out.push(x);
+        }
+        assert_eq!(out, vec![(5, 300), (10, 200), (10, 500), (50, 100)]);
+        // Rescheduled back and forth: one delivery, at the last deadline.
+        ix.insert(7, 40, 7);
+        assert!(ix.reschedule(7, 60));
+        assert!(ix.reschedule(7, 40));
+        assert!(ix.reschedule(7, 40));
+        assert_eq!(ix.pop_due(100), Some((40, 7)));
+        assert_eq!(ix.pop_due(u64::MAX), None);
+        assert_eq!(ix.peek(), None);
+        // Past deadlines (before anything popped) and take_all order.
+        ix.insert(8, 3, 8);
+        ix.insert(9, 1_000_000_000, 9);
+        ix.insert(10, 2, 10);
+        ix.insert(11, u64::MAX, 11);
+        assert_eq!(ix.take_all(), vec![(2, 10), (3, 8), (1_000_000_000, 9), (u64::MAX, 11)]);
+        assert_eq!(ix.pop_due(u64::MAX), None);
+    }
+
+    pub(crate) enum Op {
+        Insert(u64, u64),
+        Cancel(u64),
+        Reschedule(u64, u64),
+        PopDue(u64),
+    }
+
+    pub(crate) fn apply_heap(h: &mut HeapIndex<u64>, op: Op) -> Option<(u64, u64)> {
+        match op {
+            Op::Insert(k, d) => {
+                h.insert(k, d, k);
+                None
+            }
+            Op::Cancel(k) => h.cancel(k),
+            Op::Reschedule(k, d) => h.reschedule(k, d).then_some((d, k)),
+            Op::PopDue(now) => h.pop_due(now),
+        }
+    }
+
+    pub(crate) fn apply_wheel(w: &mut WheelIndex<u64>, op: Op) -> Option<(u64, u64)> {
+        let r = match op {
+            Op::Insert(k, d) => {
+                w.insert(k, d, k);
+                None
+            }
+            Op::Cancel(k) => w.cancel(k),
+            Op::Reschedule(k, d) => w.reschedule(k, d).then_some((d, k)),
+            Op::PopDue(now) => w.pop_due(now),
+        };
+        w.check_invariants();
+        r
+    }
+
+    /// Drives a backend and a sorted-`Vec` model with the same pseudo-random ops
+    /// (deadlines spread from nanoseconds to hours around a moving "now") and
+    /// asserts identical results at every step.
+    pub(crate) fn check_against_model(apply: &mut dyn FnMut(Op) -> Option<(u64, u64)>) {
+        let mut model: Vec<(u64, u64)> = Vec::new(); // (deadline, key)
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut now: u64 = 1 << 40;
+        let mut next_key = 1;
+        for step in 0..60_000u64 {
+            let r = rnd();
+            let spread = [1u64 << 8, 1 << 14, 1 << 22, 1 << 32, 1 << 42][(r % 5) as usize];
+            let deadline = (now + (rnd() % spread)).saturating_sub(spread / 4);
+            match r % 16 {
+                0..=6 => {
+                    apply(Op::Insert(next_key, deadline));
+                    model.push((deadline, next_key));
+                    next_key += 1;
+                }
+                7 | 8 => {
+                    let k = 1 + rnd() % next_key;
+                    let want = model.iter().position(|&(_, mk)| mk == k).map(|i| model.remove(i));
+                    assert_eq!(apply(Op::Cancel(k)), want.map(|(d, k)| (d, k)), "cancel {k} at step {step}");
+                }
+                9 => {
+                    let k = 1 + rnd() % next_key;
+                    let want = match model.iter_mut().find(|(_, mk)| *mk == k) {
+                        Some(e) => {
+                            e.0 = deadline;
+                            Some((deadline, k))
+                        }
+                        None => None,
+                    };
+                    assert_eq!(apply(Op::Reschedule(k, deadline)), want, "reschedule {k} at step {step}");
+                }
+                _ => {
+                    now += rnd() % (spread / 2 + 1);
+                    model.sort_unstable();
+                    let due = model.iter().take_while(|&&(d, _)| d <= now).count();
+                    for i in 0..due {
+                        let got = apply(Op::PopDue(now));
+                        assert_eq!(got, Some(model[i]), "pop {i} of {due} due at step {step}");
+                    }
+                    model.drain(..due);
+                    assert_eq!(apply(Op::PopDue(now)), None, "nothing more due at step {step}");
+                }
+            }
+        }
+        model.sort_unstable();
+        for want in model {
+            assert_eq!(apply(Op::PopDue(u64::MAX)), Some(want));
+        }
+        assert_eq!(apply(Op::PopDue(u64::MAX)), None);
+    }
+}
