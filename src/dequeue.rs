@@ -7,10 +7,15 @@
 //! earlier head, egress room, a mock-clock step or shutdown.
 
 use crate::shared::Shared;
-use crate::sync::{lock, Ordering, Parker};
+use crate::sync::{lock, set_timer_slack, Ordering, Parker};
 use crate::wakeup::Sleep;
 
+/// Timer slack of the dequeue proxy's timed parks: the kernel may fire them this
+/// much late (instead of its default 50 µs), so lateness stays in microseconds.
+const TIMER_SLACK_NS: u64 = 2_000;
+
 pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
+    set_timer_slack(TIMER_SLACK_NS);
     loop {
         if shared.disconnected.load(Ordering::SeqCst) {
             // The enqueue proxy drops what is pending.
@@ -49,7 +54,9 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             lock(&shared.timers).sleep = plan;
         }
         if moved > 0 {
-            shared.signals.consumers.notify(moved);
+            // Two, not `moved`: each consumer that leaves items wakes the next
+            // (`Shared::taken`), so the syscalls spread over the consumers.
+            shared.signals.consumers.notify(moved.min(2));
         }
         // SeqCst: round end, then wake anyone waiting for it (`clock_moved`).
         shared.rounds.fetch_add(1, Ordering::SeqCst);

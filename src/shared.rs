@@ -233,6 +233,12 @@ impl<T> Shared<T> {
         if self.signals.dequeue.is_sleeping() && self.egress.len() <= self.egress.capacity() / 2 {
             self.signals.dequeue.ring_after_fence();
         }
+        // Chain wake-up: the dequeue proxy wakes at most two consumers per round (a
+        // wake is a syscall on its thread); a consumer that leaves items behind
+        // wakes one more, so wake-ups spread over the consumers' threads.
+        if self.signals.consumers.has_waiters() && self.egress.len() > 0 {
+            self.signals.consumers.notify_after_fence(1);
+        }
         if left == 0 && self.closed.load(Ordering::SeqCst) {
             self.signals.consumers.notify_all();
         }

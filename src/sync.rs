@@ -200,3 +200,24 @@ pub(crate) fn next_queue_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
+
+/// Asks the kernel to fire this thread's timed waits within `ns` of their
+/// deadline (Linux `PR_SET_TIMERSLACK`; the default slack is 50 µs, which would be
+/// added to the lateness of every item). Elsewhere, and under loom, a no-op.
+pub(crate) fn set_timer_slack(ns: u64) {
+    #[cfg(all(target_os = "linux", not(delayq_loom)))]
+    {
+        extern "C" {
+            fn prctl(option: std::ffi::c_int, ...) -> std::ffi::c_int;
+        }
+        const PR_SET_TIMERSLACK: std::ffi::c_int = 29;
+        // SAFETY: PR_SET_TIMERSLACK takes one unsigned long by value and touches
+        // no memory of ours; it only changes a scheduling attribute of the calling
+        // thread. A failure (an old kernel) leaves the default slack, which is fine.
+        unsafe {
+            prctl(PR_SET_TIMERSLACK, ns as std::ffi::c_ulong);
+        }
+    }
+    #[cfg(not(all(target_os = "linux", not(delayq_loom))))]
+    let _ = ns;
+}

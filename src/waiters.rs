@@ -87,6 +87,12 @@ impl Waiters {
         }
     }
 
+    /// Whether anyone waits (a hint; read it after the notifier's fence).
+    pub(crate) fn has_waiters(&self) -> bool {
+        // Relaxed: a hint; `notify_after_fence` decides under the lock.
+        self.len.load(Ordering::Relaxed) != 0
+    }
+
     pub(crate) fn notify_all(&self) {
         self.notify(usize::MAX);
     }
