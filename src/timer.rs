@@ -1,1 +1,0 @@
-//! Scheduled callbacks on top of the delay queue (issue 5: in progress).

@@ -1,1 +1,0 @@
-//! A client-go style work queue on top of the delay queue (issue 5: in progress).
