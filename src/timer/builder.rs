@@ -1,0 +1,110 @@
+//! Building a scheduler: worker threads and clock; starting the queue, the pool
+//! and the dispatcher.
+
+use super::scheduler::{Inner, Scheduler};
+use crate::{BuildError, Builder, Clock};
+use std::sync::Arc;
+
+/// Configures a [`Scheduler`]: worker threads and clock.
+///
+/// # Examples
+///
+/// ```
+/// use delayq::timer::Scheduler;
+/// use delayq::MockClock;
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+///
+/// let clock = MockClock::new();
+/// let s = Scheduler::builder().threads(1).clock(clock.clone()).build().unwrap();
+/// let (tx, rx) = mpsc::channel();
+/// s.schedule_after(Duration::from_secs(5), move || tx.send(5).unwrap());
+/// clock.advance(Duration::from_secs(5));
+/// assert_eq!(rx.recv().unwrap(), 5);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct SchedulerBuilder {
+    threads: Option<usize>,
+    clock: Clock,
+}
+
+impl SchedulerBuilder {
+    /// Runs callbacks on `n` worker threads (default: one per available CPU).
+    /// `0` makes [`build`](SchedulerBuilder::build) fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::Scheduler;
+    ///
+    /// assert!(Scheduler::builder().threads(3).build().is_ok());
+    /// assert!(Scheduler::builder().threads(0).build().is_err());
+    /// ```
+    pub fn threads(mut self, n: usize) -> SchedulerBuilder {
+        self.threads = Some(n);
+        self
+    }
+
+    /// The clock that decides when timers are due: a
+    /// [`SystemClock`](crate::SystemClock) (the default) or a
+    /// [`MockClock`](crate::MockClock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::Scheduler;
+    /// use delayq::MockClock;
+    /// use std::time::Duration;
+    ///
+    /// let clock = MockClock::new();
+    /// let s = Scheduler::builder().clock(clock.clone()).build().unwrap();
+    /// s.schedule_after(Duration::from_secs(1), || {});
+    /// assert_eq!(s.len(), 1); // the mock time has not moved
+    /// ```
+    pub fn clock(mut self, clock: impl Into<Clock>) -> SchedulerBuilder {
+        self.clock = clock.into();
+        self
+    }
+
+    /// Starts the scheduler: a `delayq` queue (threads `delayq-timer-enqueue`
+    /// and `delayq-timer-dequeue`), the dispatcher (`delayq-timer-dispatch`) and
+    /// the worker pool (`delayq-timer-worker-<i>`).
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::ZeroThreads`] for `threads(0)`; [`BuildError::ThreadPool`] if
+    /// the pool cannot be built; [`BuildError::Spawn`] if a thread cannot start.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::Scheduler;
+    /// use delayq::BuildError;
+    ///
+    /// let e = Scheduler::builder().threads(0).build().unwrap_err();
+    /// assert!(matches!(e, BuildError::ZeroThreads));
+    /// assert_eq!(e.to_string(), "a scheduler needs at least 1 worker thread");
+    /// ```
+    pub fn build(self) -> Result<Scheduler, BuildError> {
+        let threads = match self.threads {
+            Some(0) => return Err(BuildError::ZeroThreads),
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("delayq-timer-worker-{i}"))
+            .build()
+            .map_err(|e| BuildError::ThreadPool(e.to_string()))?;
+        let (tx, rx) =
+            Builder::new().clock(self.clock.clone()).thread_name_prefix("delayq-timer").build::<u64>()?;
+        let inner = Arc::new(Inner::new(self.clock, tx, rx, pool));
+        let me = inner.clone();
+        let dispatcher = std::thread::Builder::new()
+            .name("delayq-timer-dispatch".to_owned())
+            .spawn(move || me.dispatch())
+            .map_err(BuildError::Spawn)?;
+        inner.set_dispatcher(dispatcher);
+        Ok(Scheduler::from_inner(inner))
+    }
+}

@@ -1,0 +1,45 @@
+//! Scheduled callbacks: one-shot and repeating timers on a worker pool, built
+//! on the delay queue.
+//!
+//! This is what the `tao` TimingWheel (seed 001) offers — timers with an id, an
+//! expiration and a repeat interval, cancel by id, a size query, callbacks
+//! handed to a worker pool — with what it lacks: a heap no caller locks (the
+//! `delayq` core), callbacks that never delay the timer thread, a choice of
+//! [`MissedTicks`] instead of the fixed "more than 10 s late" rule, caught
+//! panics, a clean [`shutdown`](Scheduler::shutdown), and a [`MockClock`]
+//! for deterministic tests.
+//!
+//! [`MockClock`]: crate::MockClock
+//!
+//! ```
+//! use delayq::timer::{MissedTicks, Scheduler};
+//! use delayq::MockClock;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::sync::{mpsc, Arc};
+//! use std::time::Duration;
+//!
+//! let clock = MockClock::new();
+//! let s = Scheduler::builder().threads(2).clock(clock.clone()).build().unwrap();
+//! let (tx, rx) = mpsc::channel();
+//! let ticks = Arc::new(AtomicUsize::new(0));
+//! let t = ticks.clone();
+//! let every = s.schedule_every(clock.now(), Duration::from_secs(1), MissedTicks::Skip, move || {
+//!     t.fetch_add(1, Ordering::SeqCst);
+//! });
+//! s.schedule_after(Duration::from_secs(10), move || tx.send("ten seconds").unwrap());
+//! let never = s.schedule_after(Duration::from_secs(5), || unreachable!());
+//! assert!(s.cancel(never));
+//! clock.advance(Duration::from_secs(10));
+//! assert_eq!(rx.recv().unwrap(), "ten seconds");
+//! assert!(s.cancel(every));
+//! assert!(ticks.load(Ordering::SeqCst) >= 1);
+//! s.shutdown();
+//! ```
+
+mod builder;
+mod missed;
+mod scheduler;
+
+pub use self::builder::SchedulerBuilder;
+pub use self::missed::MissedTicks;
+pub use self::scheduler::{Scheduler, TimerId};

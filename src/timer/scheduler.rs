@@ -1,0 +1,684 @@
+//! The scheduler: its handle, its timer table, the dispatcher thread and the
+//! runs on the worker pool.
+//!
+//! Invariants, all under the `state` lock:
+//! - A timer is *live* while its id is in `timers`; `len()` counts them. Cancel
+//!   and shutdown remove ids; nothing else does, except the end of a one-shot's
+//!   run (or a repeating timer whose queue is gone).
+//! - A live timer is either *pending* (`task` is `Some`; `key` names its id in the
+//!   delay queue, or is `None` if its time is not representable and it never
+//!   falls due) or *running* (`task` is `None`: a worker owns the callback).
+//!   Only the dispatcher moves pending → running, only the run's worker moves it
+//!   back (re-arming) or ends it, so a timer never runs concurrently with itself.
+//! - `running` counts runs that passed the start check and have not finished;
+//!   once `shut_down` is set no run passes the start check, so `shutdown` waits
+//!   for `running` to drain and nothing starts after it returns.
+
+use super::missed::MissedTicks;
+use crate::{Clock, Key, Receiver, Sender};
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Ids handed to the dispatcher in one batch at most.
+const BATCH: usize = 256;
+
+/// Numbers schedulers, so that a [`TimerId`] of one never names a timer of another.
+static SCHEDULERS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The schedulers whose callbacks run on this thread right now (a callback
+    /// that calls `shutdown` must not wait for itself).
+    static RUNNING_HERE: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Names one timer of one [`Scheduler`], for [`cancel`](Scheduler::cancel).
+///
+/// Ids are never reused: each scheduler numbers its timers with a 64-bit counter
+/// and has its own number, so a stale id never names another timer.
+///
+/// # Examples
+///
+/// ```
+/// use delayq::timer::Scheduler;
+/// use std::time::Duration;
+///
+/// let s = Scheduler::new();
+/// let a = s.schedule_after(Duration::from_secs(60), || {});
+/// let b = s.schedule_after(Duration::from_secs(60), || {});
+/// assert_ne!(a, b);
+/// assert!(s.cancel(a));
+/// assert!(!s.cancel(a)); // stale: never another timer
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TimerId {
+    scheduler: u64,
+    seq: u64,
+}
+
+impl fmt::Debug for TimerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TimerId({}:{})", self.scheduler, self.seq)
+    }
+}
+
+/// Runs callbacks at given times, once or repeatedly, on a worker pool.
+///
+/// `Clone + Send + Sync`: clones share one scheduler. Dropping the last handle
+/// is [`shutdown`](Scheduler::shutdown).
+///
+/// # How it works
+///
+/// A `Scheduler` is a `delayq` queue of timer ids, a dispatcher thread and a
+/// [`rayon::ThreadPool`]:
+///
+/// ```text
+/// schedule_* ──send_at(id)──▶ delayq queue ──recv──▶ dispatcher ──spawn──▶ rayon pool
+///     ▲            (heap, 2 proxy threads)          (id → callback)       (runs it)
+///     └──────────────── a repeating run re-arms its id when it returns ◀─────┘
+/// ```
+///
+/// - Scheduling is a map insert and one [`Sender::send_at`] (O(log n) in the
+///   queue's heap, done by its proxy); cancelling is a map remove and one
+///   [`Sender::cancel`] (O(1)).
+/// - The dispatcher only looks ids up and hands callbacks to the pool, in the
+///   order the queue delivers them (earliest time first); callbacks never run on
+///   the queue's threads or the dispatcher, so a slow callback delays no other
+///   timer, as long as the pool has a free worker (seed 003: "task execution
+///   must not slow the timer"). This is the `tao` TimingWheel's `AddTimerInPool`
+///   (seed 001), with a heap the callers never lock.
+/// - Runs start in the order their timers fell due: with one worker thread they
+///   also finish in that order.
+/// - A repeating timer's next run is armed when its current run returns, so it
+///   never runs concurrently with itself; what it does when it fell behind is its
+///   [`MissedTicks`].
+///
+/// # Edge cases
+///
+/// - A `when` in the past is due at once. A `when` (or `now + delay`) too far in
+///   the future for `Instant` (or for the queue's clock, about 480 years) never
+///   falls due: the timer stays pending, counted by [`len`](Scheduler::len), until
+///   cancelled or shut down. Nothing panics and nothing spins.
+/// - [`schedule_every`](Scheduler::schedule_every) with a zero `interval` makes a
+///   one-shot timer (as `tao`'s `AddTimer` with `interval == 0`): it runs once at
+///   `first`. A repeating timer whose next grid time `Instant` cannot hold stays
+///   pending forever, like a far `when`.
+/// - A panicking callback is caught and counted ([`panicked`](Scheduler::panicked));
+///   a repeating timer whose callback panicked stays scheduled.
+/// - After [`shutdown`](Scheduler::shutdown), `schedule_*` return an id that never
+///   runs and is not counted.
+///
+/// # Examples
+///
+/// ```
+/// use delayq::timer::Scheduler;
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+///
+/// let s = Scheduler::new();
+/// let (tx, rx) = mpsc::channel();
+/// let tx2 = tx.clone();
+/// s.schedule_after(Duration::from_millis(20), move || tx.send("later").unwrap());
+/// s.schedule_after(Duration::from_millis(5), move || tx2.send("sooner").unwrap());
+/// assert_eq!(rx.recv().unwrap(), "sooner");
+/// assert_eq!(rx.recv().unwrap(), "later");
+/// s.shutdown();
+/// assert_eq!(s.len(), 0);
+/// ```
+#[derive(Clone)]
+pub struct Scheduler {
+    handle: Arc<Handle>,
+}
+
+/// Shared by the user's handles only: its drop is "the last handle dropped".
+struct Handle {
+    inner: Arc<Inner>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.inner.shutdown();
+    }
+}
+
+/// Shared by the handles, the dispatcher and the pool's jobs.
+pub(super) struct Inner {
+    id: u64,
+    clock: Clock,
+    tx: Sender<u64>,
+    rx: Receiver<u64>,
+    pool: rayon::ThreadPool,
+    state: Mutex<State>,
+    /// Signalled when `running` drops.
+    idle: Condvar,
+    /// Runs handed out by the dispatcher, in due order; each pool job takes the
+    /// front one, so runs start in this order whatever order the pool picks
+    /// its jobs in.
+    runs: Mutex<VecDeque<Run>>,
+    next_seq: AtomicU64,
+    panicked: AtomicU64,
+    dispatcher: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct State {
+    timers: HashMap<u64, Entry>,
+    running: usize,
+    shut_down: bool,
+}
+
+struct Entry {
+    /// `None` while a worker runs it.
+    task: Option<Task>,
+    /// Its id's key in the delay queue, while pending there.
+    key: Option<Key>,
+    /// The grid time of its next run (`None`: never).
+    due: Option<Instant>,
+    /// `interval` (not zero) and policy of a repeating timer.
+    every: Option<(Duration, MissedTicks)>,
+}
+
+enum Task {
+    Once(Box<dyn FnOnce() + Send>),
+    Every(Box<dyn FnMut() + Send>),
+}
+
+/// One run handed to the pool.
+struct Run {
+    seq: u64,
+    due: Instant,
+    every: Option<(Duration, MissedTicks)>,
+    task: Task,
+}
+
+/// Locks `m`, ignoring poisoning: no user code runs under these locks.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Marks this thread as running a callback of scheduler `id` until dropped.
+struct RunningHere(u64);
+
+impl RunningHere {
+    fn enter(id: u64) -> RunningHere {
+        RUNNING_HERE.with(|r| r.borrow_mut().push(id));
+        RunningHere(id)
+    }
+
+    /// How many callbacks of scheduler `id` this thread is inside.
+    fn count(id: u64) -> usize {
+        RUNNING_HERE.with(|r| r.borrow().iter().filter(|&&x| x == id).count())
+    }
+}
+
+impl Drop for RunningHere {
+    fn drop(&mut self) {
+        RUNNING_HERE.with(|r| {
+            let mut r = r.borrow_mut();
+            if let Some(i) = r.iter().rposition(|&x| x == self.0) {
+                r.remove(i);
+            }
+        });
+    }
+}
+
+impl Inner {
+    pub(super) fn new(clock: Clock, tx: Sender<u64>, rx: Receiver<u64>, pool: rayon::ThreadPool) -> Inner {
+        Inner {
+            // Relaxed: a unique number is all we need.
+            id: SCHEDULERS.fetch_add(1, Ordering::Relaxed),
+            clock,
+            tx,
+            rx,
+            pool,
+            state: Mutex::new(State { timers: HashMap::new(), running: 0, shut_down: false }),
+            idle: Condvar::new(),
+            runs: Mutex::new(VecDeque::new()),
+            next_seq: AtomicU64::new(0),
+            panicked: AtomicU64::new(0),
+            dispatcher: Mutex::new(None),
+        }
+    }
+
+    pub(super) fn set_dispatcher(&self, handle: JoinHandle<()>) {
+        *lock(&self.dispatcher) = Some(handle);
+    }
+
+    /// The dispatcher thread: due ids in, runs out to the pool, until shutdown
+    /// closes and empties the queue.
+    pub(super) fn dispatch(self: Arc<Self>) {
+        let mut ids = Vec::with_capacity(BATCH);
+        let mut runs = Vec::with_capacity(BATCH);
+        while self.rx.recv_many(&mut ids, BATCH).is_ok() {
+            {
+                let mut st = lock(&self.state);
+                if !st.shut_down {
+                    for seq in ids.iter() {
+                        let Some(e) = st.timers.get_mut(seq) else { continue }; // cancelled
+                        let (Some(due), Some(_)) = (e.due, e.key) else { continue };
+                        let Some(task) = e.task.take() else { continue };
+                        e.key = None;
+                        runs.push(Run { seq: *seq, due, every: e.every, task });
+                    }
+                }
+            }
+            ids.clear();
+            let n = runs.len();
+            lock(&self.runs).extend(runs.drain(..));
+            for _ in 0..n {
+                let me = self.clone();
+                self.pool.spawn(move || me.run_next());
+            }
+        }
+    }
+
+    fn run_next(&self) {
+        let run = lock(&self.runs).pop_front();
+        if let Some(run) = run {
+            self.execute(run);
+        }
+    }
+
+    /// `true` if timer `seq` may (still) run: live and not shut down.
+    fn may_run(st: &State, seq: u64) -> bool {
+        !st.shut_down && st.timers.contains_key(&seq)
+    }
+
+    fn execute(&self, run: Run) {
+        {
+            let mut st = lock(&self.state);
+            if !Inner::may_run(&st, run.seq) {
+                drop(st);
+                drop(run); // the callback's drop is user code: no lock held
+                return;
+            }
+            st.running += 1;
+        }
+        let here = RunningHere::enter(self.id);
+        let leftover = match run.task {
+            Task::Once(f) => {
+                self.call(f);
+                lock(&self.state).timers.remove(&run.seq)
+            }
+            Task::Every(f) => {
+                let (interval, missed) = run.every.expect("a repeating run has an interval");
+                self.repeat(run.seq, run.due, interval, missed, f)
+            }
+        };
+        drop(here);
+        drop(leftover);
+        lock(&self.state).running -= 1;
+        self.idle.notify_all();
+    }
+
+    /// Runs a repeating timer due at `due` (and its `Burst` catch-up), then
+    /// re-arms it. Returns what is to be dropped with no lock held.
+    fn repeat(
+        &self,
+        seq: u64,
+        due: Instant,
+        interval: Duration,
+        missed: MissedTicks,
+        mut f: Box<dyn FnMut() + Send>,
+    ) -> Option<Entry> {
+        self.call(&mut f);
+        let plan = missed.plan(due, self.clock.now(), interval);
+        for _ in 0..plan.extra {
+            if !Inner::may_run(&lock(&self.state), seq) {
+                break;
+            }
+            self.call(&mut f);
+        }
+        let mut st = lock(&self.state);
+        if !Inner::may_run(&st, seq) {
+            return Some(Entry { task: Some(Task::Every(f)), key: None, due: None, every: None });
+        }
+        // Sent under the lock, so that the dispatcher finds `key` set.
+        let key = match plan.next {
+            Some(t) => match self.tx.send_at(seq, t) {
+                Ok(k) => Some(k),
+                Err(_) => return st.timers.remove(&seq), // the queue is gone
+            },
+            None => None,
+        };
+        let e = st.timers.get_mut(&seq).expect("checked live above");
+        *e = Entry { task: Some(Task::Every(f)), key, due: plan.next, every: Some((interval, missed)) };
+        None
+    }
+
+    /// Runs a callback, catching and counting a panic.
+    fn call(&self, f: impl FnOnce()) {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+            // Relaxed: a statistic, read on its own.
+            self.panicked.fetch_add(1, Ordering::Relaxed);
+            // A payload whose drop panics too is forgotten rather than unwind a worker.
+            if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+                std::mem::forget(again);
+            }
+        }
+    }
+
+    fn schedule(&self, when: Option<Instant>, task: Task, every: Option<(Duration, MissedTicks)>) -> TimerId {
+        // Relaxed: a unique number is all we need.
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let id = TimerId { scheduler: self.id, seq };
+        let mut st = lock(&self.state);
+        if st.shut_down {
+            drop(st);
+            drop(task);
+            return id;
+        }
+        // Sent under the lock, so that the dispatcher finds the entry.
+        let key = match when.map(|t| self.tx.send_at(seq, t)) {
+            Some(Ok(k)) => Some(k),
+            Some(Err(_)) => {
+                drop(st);
+                drop(task);
+                return id;
+            }
+            None => None,
+        };
+        st.timers.insert(seq, Entry { task: Some(task), key, due: when, every });
+        id
+    }
+
+    fn cancel(&self, id: TimerId) -> bool {
+        if id.scheduler != self.id {
+            return false;
+        }
+        let entry = lock(&self.state).timers.remove(&id.seq);
+        match entry {
+            None => false,
+            Some(e) => {
+                if let Some(key) = e.key {
+                    // Frees the queue's slot; if the id was already delivered, the
+                    // dispatcher finds no entry and skips it.
+                    let _ = self.tx.cancel(key);
+                }
+                true
+            }
+        }
+    }
+
+    pub(super) fn shutdown(&self) {
+        let timers = {
+            let mut st = lock(&self.state);
+            st.shut_down = true;
+            std::mem::take(&mut st.timers)
+        };
+        drop(timers);
+        self.rx.close();
+        drop(self.rx.take_pending());
+        let queued: Vec<Run> = lock(&self.runs).drain(..).collect();
+        drop(queued);
+        let dispatcher = lock(&self.dispatcher).take();
+        if let Some(d) = dispatcher {
+            if d.thread().id() != std::thread::current().id() {
+                let _ = d.join();
+            }
+        }
+        // A callback that shuts its own scheduler down waits for the others only.
+        let mine = RunningHere::count(self.id);
+        let mut st = lock(&self.state);
+        while st.running > mine {
+            st = self.idle.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl Scheduler {
+    pub(super) fn from_inner(inner: Arc<Inner>) -> Scheduler {
+        Scheduler { handle: Arc::new(Handle { inner }) }
+    }
+
+    fn inner(&self) -> &Inner {
+        &self.handle.inner
+    }
+
+    /// A scheduler with one worker thread per available CPU, on the system clock.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system refuses to start its threads
+    /// ([`SchedulerBuilder::build`](super::SchedulerBuilder::build) reports that
+    /// as a [`BuildError`](crate::BuildError) instead).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::Scheduler;
+    ///
+    /// let s = Scheduler::new();
+    /// assert_eq!(s.len(), 0);
+    /// assert_eq!(s.panicked(), 0);
+    /// ```
+    #[track_caller]
+    pub fn new() -> Scheduler {
+        match Scheduler::builder().build() {
+            Ok(s) => s,
+            Err(e) => panic!("delayq::timer::Scheduler::new: {e}"),
+        }
+    }
+
+    /// A [`SchedulerBuilder`](super::SchedulerBuilder): worker threads and clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::Scheduler;
+    /// use delayq::{BuildError, MockClock};
+    ///
+    /// let s = Scheduler::builder().threads(2).clock(MockClock::new()).build().unwrap();
+    /// assert_eq!(s.len(), 0);
+    /// assert!(matches!(Scheduler::builder().threads(0).build(), Err(BuildError::ZeroThreads)));
+    /// ```
+    pub fn builder() -> super::SchedulerBuilder {
+        super::SchedulerBuilder::default()
+    }
+
+    /// Runs `f` once at `when` (by the scheduler's clock) on a worker thread.
+    /// A `when` in the past runs at once; one too far in the future never runs
+    /// (see [Edge cases](Scheduler#edge-cases)). Never blocks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::Scheduler;
+    /// use delayq::MockClock;
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let clock = MockClock::new();
+    /// let s = Scheduler::builder().clock(clock.clone()).build().unwrap();
+    /// let (tx, rx) = mpsc::channel();
+    /// s.schedule_at(clock.now() + Duration::from_secs(30), move || tx.send("ding").unwrap());
+    /// assert_eq!(s.len(), 1);
+    /// clock.advance(Duration::from_secs(30));
+    /// assert_eq!(rx.recv().unwrap(), "ding");
+    /// ```
+    pub fn schedule_at(&self, when: Instant, f: impl FnOnce() + Send + 'static) -> TimerId {
+        self.inner().schedule(Some(when), Task::Once(Box::new(f)), None)
+    }
+
+    /// Runs `f` once, `delay` from now (by the scheduler's clock). A delay too
+    /// large for `Instant` never runs. Never blocks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::Scheduler;
+    /// use std::sync::mpsc;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let s = Scheduler::new();
+    /// let (tx, rx) = mpsc::channel();
+    /// let start = Instant::now();
+    /// s.schedule_after(Duration::from_millis(10), move || tx.send(start.elapsed()).unwrap());
+    /// assert!(rx.recv().unwrap() >= Duration::from_millis(10));
+    ///
+    /// s.schedule_after(Duration::MAX, || unreachable!()); // never due; no panic
+    /// assert_eq!(s.len(), 1);
+    /// ```
+    pub fn schedule_after(&self, delay: Duration, f: impl FnOnce() + Send + 'static) -> TimerId {
+        let when = self.inner().clock.now().checked_add(delay);
+        self.inner().schedule(when, Task::Once(Box::new(f)), None)
+    }
+
+    /// Runs `f` at `first`, then every `interval` (`first + k·interval`), until
+    /// cancelled or shut down; `missed` says what happens when it falls behind.
+    /// The next run is armed when the current one returns, so runs of one timer
+    /// never overlap. A zero `interval` runs `f` once. Never blocks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::{MissedTicks, Scheduler};
+    /// use delayq::MockClock;
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let clock = MockClock::new();
+    /// let s = Scheduler::builder().clock(clock.clone()).build().unwrap();
+    /// let (tx, rx) = mpsc::channel();
+    /// let mut n = 0;
+    /// let first = clock.now() + Duration::from_secs(1);
+    /// s.schedule_every(first, Duration::from_secs(1), MissedTicks::Skip, move || {
+    ///     n += 1;
+    ///     tx.send(n).unwrap();
+    /// });
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(rx.recv().unwrap(), 1);
+    /// assert_eq!(s.len(), 1); // still scheduled
+    /// ```
+    pub fn schedule_every(
+        &self,
+        first: Instant,
+        interval: Duration,
+        missed: MissedTicks,
+        f: impl FnMut() + Send + 'static,
+    ) -> TimerId {
+        if interval.is_zero() {
+            return self.inner().schedule(Some(first), Task::Once(Box::new(f)), None);
+        }
+        self.inner().schedule(Some(first), Task::Every(Box::new(f)), Some((interval, missed)))
+    }
+
+    /// Cancels a timer: `true` if it was live (pending or running) and now will
+    /// not run again; `false` if it had finished, was cancelled before, belongs
+    /// to another scheduler, or the scheduler is shut down. A running callback is
+    /// not interrupted. Works from inside the timer's own callback. Waits only for
+    /// the queue's proxy to drop the timer's entry.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::Scheduler;
+    /// use std::time::Duration;
+    ///
+    /// let s = Scheduler::new();
+    /// let id = s.schedule_after(Duration::from_secs(60), || unreachable!());
+    /// assert_eq!(s.len(), 1);
+    /// assert!(s.cancel(id));
+    /// assert_eq!(s.len(), 0);
+    /// assert!(!s.cancel(id));
+    /// ```
+    pub fn cancel(&self, id: TimerId) -> bool {
+        self.inner().cancel(id)
+    }
+
+    /// Timers scheduled and not finished or cancelled: pending ones (however
+    /// far), running one-shots and repeating timers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::Scheduler;
+    /// use std::time::Duration;
+    ///
+    /// let s = Scheduler::new();
+    /// assert!(s.is_empty());
+    /// s.schedule_after(Duration::from_secs(60), || {});
+    /// assert_eq!(s.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        lock(&self.inner().state).timers.len()
+    }
+
+    /// `len() == 0`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(delayq::timer::Scheduler::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many callbacks have panicked so far (each panic is caught; the worker,
+    /// the timer and the others go on).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::Scheduler;
+    /// use std::time::Duration;
+    ///
+    /// let s = Scheduler::new();
+    /// s.schedule_after(Duration::ZERO, || panic!("boom"));
+    /// while s.len() > 0 {
+    ///     std::thread::yield_now();
+    /// }
+    /// assert_eq!(s.panicked(), 1);
+    /// ```
+    pub fn panicked(&self) -> u64 {
+        // Relaxed: a statistic; a run's count is visible once `len` shows it ended.
+        self.inner().panicked.load(Ordering::Relaxed)
+    }
+
+    /// Stops the scheduler: drops every pending timer (and its callback), waits
+    /// for the callbacks running now to return, and returns; after that no
+    /// callback starts. Idempotent; from inside a callback it waits for the other
+    /// running callbacks only. Dropping the last handle calls it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::Scheduler;
+    /// use std::time::Duration;
+    ///
+    /// let s = Scheduler::new();
+    /// s.schedule_after(Duration::from_secs(60), || unreachable!());
+    /// s.shutdown();
+    /// s.shutdown(); // idempotent
+    /// assert_eq!(s.len(), 0);
+    /// s.schedule_after(Duration::ZERO, || unreachable!()); // never runs
+    /// assert_eq!(s.len(), 0);
+    /// ```
+    pub fn shutdown(&self) {
+        self.inner().shutdown();
+    }
+}
+
+impl Default for Scheduler {
+    /// [`Scheduler::new`].
+    fn default() -> Self {
+        Scheduler::new()
+    }
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = lock(&self.inner().state);
+        f.debug_struct("Scheduler")
+            .field("len", &st.timers.len())
+            .field("running", &st.running)
+            .field("shut_down", &st.shut_down)
+            .field("panicked", &self.panicked())
+            .finish()
+    }
+}

@@ -1,0 +1,64 @@
+//! A work queue in the style of Kubernetes client-go's `workqueue` (seed 004):
+//! de-duplicating FIFO, delayed adds and rate-limited retries, built on the
+//! delay queue.
+//!
+//! - [`WorkQueue`]: `add` / `get` / `done` with client-go's dirty and processing
+//!   sets, `add_after` (its delay stage is a `delayq` queue), `add_rate_limited`
+//!   / `forget` / `num_requeues`, `shut_down` / `shut_down_with_drain`, and
+//!   [`Stats`].
+//! - [`RateLimiter`]s: [`ExponentialFailure`], [`FastSlow`], [`TokenBucket`],
+//!   [`MaxOf`] and client-go's [`default_rate_limiter`].
+//!
+//! Differences from client-go, all documented where they apply: delayed items
+//! dropped by shut down are counted ([`Stats::dropped_delayed`]); the failures
+//! maps shrink after `forget` (below); `done` of an item that is not being
+//! processed does nothing; a [`MockClock`](crate::MockClock) step returns once
+//! the items it made ready are in the FIFO.
+//!
+//! # Failures map
+//!
+//! [`ExponentialFailure`] and [`FastSlow`] count failures per item in a map, as
+//! client-go does, whose Go map never gives memory back (a known complaint).
+//! Here [`forget`](RateLimiter::forget) removes the item's entry, and when the
+//! map is at most a quarter full its storage shrinks (to twice its length, at
+//! least 64 entries), so its memory follows the number of items failing *now*,
+//! not the peak. An item never forgotten stays counted: call
+//! [`WorkQueue::forget`] when an item succeeds or is given up on.
+//!
+//! ```
+//! use delayq::workqueue::{ExponentialFailure, WorkQueue};
+//! use delayq::MockClock;
+//! use std::time::Duration;
+//!
+//! let ms = Duration::from_millis;
+//! let clock = MockClock::new();
+//! let q = WorkQueue::builder()
+//!     .rate_limiter(ExponentialFailure::new(ms(5), ms(1000)))
+//!     .clock(clock.clone())
+//!     .build()
+//!     .unwrap();
+//! q.add("sync pod");
+//! let item = q.get().unwrap();
+//! // Processing failed: retry later, 5 ms, then 10 ms, …
+//! q.add_rate_limited(item);
+//! q.done(&item);
+//! assert_eq!(q.len(), 0);
+//! clock.advance(ms(5));
+//! let item = q.get().unwrap();
+//! // Success this time: forget the failures.
+//! q.forget(&item);
+//! q.done(&item);
+//! assert_eq!(q.num_requeues(&"sync pod"), 0);
+//! ```
+
+mod builder;
+mod queue;
+mod rate_limiter;
+mod stats;
+
+pub use self::builder::WorkQueueBuilder;
+pub use self::queue::WorkQueue;
+pub use self::rate_limiter::{
+    default_rate_limiter, ExponentialFailure, FastSlow, MaxOf, RateLimiter, TokenBucket,
+};
+pub use self::stats::{Percentiles, Stats};
