@@ -99,11 +99,14 @@ impl<T> Ingress<T> {
         Ok(())
     }
 
-    /// Moves up to `max` commands into `out`, oldest first. Proxy only.
+    /// Moves up to `max` commands into `out`, oldest first. Enqueue proxy only:
+    /// it relies on being the ring's only popper.
     pub(crate) fn drain_into(&self, out: &mut Vec<T>, max: usize) {
         let start = out.len();
         while out.len() - start < max {
-            match self.ring.pop() {
+            // SAFETY: the enqueue proxy, the only caller of `drain_into` and
+            // `drain_closed`, is the ingress ring's only popper.
+            match unsafe { self.ring.pop_exclusive() } {
                 Some(c) => out.push(c),
                 None => break,
             }

@@ -138,6 +138,67 @@ impl<T> Ring<T> {
         }
     }
 
+    /// `pop` for a ring with one consumer: the position is ours without a CAS.
+    ///
+    /// # Safety
+    /// The caller must be the ring's only popper for as long as the ring lives
+    /// (the enqueue proxy for the ingress ring).
+    pub(crate) unsafe fn pop_exclusive(&self) -> Option<T> {
+        // Relaxed: only we write `head`.
+        let head = self.head.load(Ordering::Relaxed);
+        let slot = &self.slots[head & self.mask];
+        // Acquire: pairs with the Release stamp store of the push of `head`.
+        if slot.stamp.load(Ordering::Acquire) != head + 1 {
+            return None;
+        }
+        debug_assert_eq!(self.head.load(Ordering::Relaxed), head, "a second popper");
+        // SAFETY: the stamp says the push of `head` completed, and no other thread
+        // pops (the caller's duty), so position `head` and its value are ours.
+        let value = slot.value.with(|p| unsafe { (*p).assume_init_read() });
+        // Release: hands the emptied slot to the push one lap on.
+        slot.stamp.store(head + self.mask + 1, Ordering::Release);
+        // SeqCst: as the CAS in `pop`; pushers' "full" checks and the room
+        // waiters' fences order against it.
+        self.head.store(head + 1, Ordering::SeqCst);
+        Some(value)
+    }
+
+    /// `push` for a ring with one producer that never closes it: the position is
+    /// ours without a CAS. Fails only when full.
+    ///
+    /// # Safety
+    /// The caller must be the ring's only pusher for as long as the ring lives,
+    /// and must never call `close` (the dequeue proxy for the egress ring).
+    pub(crate) unsafe fn push_exclusive(&self, value: T) -> Result<(), T> {
+        // Relaxed: only we write `tail`.
+        let tail = self.tail.load(Ordering::Relaxed);
+        debug_assert_eq!(tail & CLOSED, 0, "an exclusive ring was closed");
+        let slot = &self.slots[tail & self.mask];
+        let mut backoff = Backoff::new();
+        loop {
+            // Acquire: pairs with the Release stamp store of the pop that freed it.
+            let stamp = slot.stamp.load(Ordering::Acquire);
+            if stamp == tail {
+                break;
+            }
+            // The slot holds the value of one lap ago: full, unless a pop has
+            // claimed it and is mid-read (then it is free in a moment).
+            // SeqCst: as in `push`.
+            if self.head.load(Ordering::SeqCst).wrapping_add(self.mask + 1) == tail {
+                return Err(value);
+            }
+            backoff.snooze();
+        }
+        // SAFETY: the stamp says the slot is empty for position `tail`, and no
+        // other thread pushes (the caller's duty), so the slot is ours to write.
+        slot.value.with_mut(|p| unsafe { (*p).write(value) });
+        // Release: publishes the value to the pop of this position.
+        slot.stamp.store(tail + 1, Ordering::Release);
+        // SeqCst: as the CAS in `push` (consumers' room checks read `tail`).
+        self.tail.store(tail + 1, Ordering::SeqCst);
+        Ok(())
+    }
+
     /// Reads a field of the oldest value without taking it.
     ///
     /// # Safety
