@@ -44,6 +44,13 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
+/// Joins `t`, failing the test if it has not finished within `WAIT` (a hang
+/// fails instead of blocking the suite).
+fn join<T>(t: thread::JoinHandle<T>) -> T {
+    wait_until("the thread finishes", || t.is_finished());
+    t.join().unwrap()
+}
+
 /// A callback that sends the mock time of each run, relative to `start`.
 fn stamp(clock: &MockClock, start: Instant, tx: Sender<Duration>) -> impl FnMut() + Send + 'static {
     let c = clock.clone();
@@ -481,7 +488,7 @@ fn shutdown_waits_for_running_callbacks() {
     });
     wait_until("shutdown has begun", || s.is_empty());
     open.send(()).unwrap();
-    assert!(stopper.join().unwrap());
+    assert!(join(stopper));
 }
 
 #[test]
@@ -513,9 +520,12 @@ fn shutdown_is_idempotent_and_later_timers_never_run() {
     let (s, clock) = mock(2);
     let s2 = s.clone();
     let t = thread::spawn(move || s2.shutdown());
-    s.shutdown();
-    t.join().unwrap();
-    s.shutdown();
+    let s3 = s.clone();
+    join(thread::spawn(move || {
+        s3.shutdown();
+        s3.shutdown();
+    }));
+    join(t);
     let id = s.schedule_at(clock.now(), || unreachable!());
     s.schedule_every(clock.now(), secs(1), MissedTicks::Burst, || unreachable!());
     assert_eq!(s.len(), 0);
@@ -552,7 +562,7 @@ fn dropping_the_last_handle_shuts_down_even_inside_a_callback() {
         tx.send("shut down").unwrap();
     });
     assert_eq!(rx.recv_timeout(WAIT), Ok("ran"));
-    drop(s);
+    join(thread::spawn(move || drop(s))); // not the last handle: returns at once
     open.send(()).unwrap();
     assert_eq!(rx.recv_timeout(WAIT), Ok("shut down"));
     assert_eq!(Arc::strong_count(&token), 1); // the pending timer was dropped
@@ -564,7 +574,7 @@ fn dropping_the_last_handle_drops_pending_timers() {
     let token = Arc::new(());
     let t = token.clone();
     s.schedule_after(secs(60), move || drop(t));
-    drop(s);
+    join(thread::spawn(move || drop(s)));
     assert_eq!(Arc::strong_count(&token), 1);
 }
 

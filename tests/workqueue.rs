@@ -57,6 +57,13 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
+/// Joins `t`, failing the test if it has not finished within `WAIT` (a hang
+/// fails instead of blocking the suite).
+fn join<T>(t: thread::JoinHandle<T>) -> T {
+    wait_until("the thread finishes", || t.is_finished());
+    t.join().unwrap()
+}
+
 #[test]
 fn add_deduplicates_items_waiting_in_the_fifo() {
     let (q, _clock) = mock();
@@ -113,7 +120,7 @@ fn an_item_being_processed_is_never_handed_out_twice() {
     thread::yield_now();
     done.store(true, Ordering::SeqCst);
     q.done(&one); // now it may go to the other worker
-    assert_eq!(other.join().unwrap(), (Some(1), true));
+    assert_eq!(join(other), (Some(1), true));
 }
 
 #[test]
@@ -275,7 +282,7 @@ fn shut_down_wakes_blocked_getters() {
         .collect();
     q.shut_down();
     for g in getters {
-        assert_eq!(g.join().unwrap(), None);
+        assert_eq!(join(g), None);
     }
 }
 
@@ -285,7 +292,7 @@ fn get_blocks_until_an_item_is_added() {
     let q2 = q.clone();
     let getter = thread::spawn(move || q2.get());
     q.add(42);
-    assert_eq!(getter.join().unwrap(), Some(42));
+    assert_eq!(join(getter), Some(42));
 }
 
 #[test]
@@ -308,7 +315,7 @@ fn shut_down_with_drain_waits_until_handed_out_items_are_done() {
     q.done(&a);
     finished.fetch_add(1, Ordering::SeqCst);
     q.done(&b);
-    assert_eq!(drainer.join().unwrap(), 2);
+    assert_eq!(join(drainer), 2);
 }
 
 #[test]
@@ -333,7 +340,7 @@ fn shut_down_ends_a_drain_in_progress() {
     };
     wait_until("the drain has begun", || q.is_shutting_down());
     q.shut_down();
-    drainer.join().unwrap();
+    join(drainer);
     assert_eq!(q.stats().processing, 1);
 }
 
@@ -364,7 +371,7 @@ fn dropping_the_last_handle_shuts_down_and_drops_delayed_items() {
     let q2 = q.clone();
     drop(q);
     assert!(!q2.is_shutting_down()); // a clone remains
-    drop(q2);
+    join(thread::spawn(move || drop(q2)));
     wait_until("every item is dropped", || Arc::strong_count(&token) == 1);
 }
 
@@ -565,7 +572,7 @@ fn workers_never_process_one_item_concurrently() {
     wait_until("some items are processed", || processed.load(Ordering::SeqCst) >= 8);
     q.shut_down_with_drain();
     for w in workers {
-        w.join().unwrap();
+        join(w);
     }
     assert!(!overlap.load(Ordering::SeqCst));
 }
