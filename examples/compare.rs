@@ -177,10 +177,11 @@ fn main() {
     }
     let o = parse_options(&args);
     let out = o.out.clone().unwrap_or_else(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         if o.quick {
-            PathBuf::from("target/bench-quick")
+            root.join("target/bench-quick")
         } else {
-            PathBuf::from("docs/bench")
+            root.join("docs/bench")
         }
     });
     std::fs::create_dir_all(&out).unwrap_or_else(|e| die(&format!("cannot create {}: {e}", out.display())));
@@ -302,6 +303,7 @@ fn main() {
 fn source_rev() -> String {
     let git = |args: &[&str]| {
         Command::new("git")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
             .args(args)
             .output()
             .ok()
