@@ -1,1 +1,70 @@
-//! Loom model checks for delayq live in `tests/`.
+//! Shared helpers for the loom model checks of `delayq` (the models are in `tests/`).
+//!
+//! Everything here is compiled only under `--cfg delayq_loom`, when `delayq`'s
+//! `sync` facade is loom's and `delayq::loom_api` exposes the internals.
+#![cfg(delayq_loom)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set.
+pub const DEFAULT_PREEMPTIONS: usize = 2;
+/// Per-execution branch limit (loom's default of 1000 is too low once two proxy
+/// threads run their loops); `LOOM_MAX_BRANCHES` overrides it.
+pub const DEFAULT_MAX_BRANCHES: usize = 100_000;
+
+/// Runs `f` under loom, bounded by `LOOM_MAX_PREEMPTIONS` (default
+/// [`DEFAULT_PREEMPTIONS`]), and prints how many executions it took and how long.
+pub fn model<F>(f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(DEFAULT_PREEMPTIONS);
+    }
+    if std::env::var_os("LOOM_MAX_BRANCHES").is_none() {
+        b.max_branches = DEFAULT_MAX_BRANCHES;
+    }
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let name = std::thread::current().name().unwrap_or("model").to_owned();
+    let start = Instant::now();
+    b.check(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        f();
+    });
+    eprintln!(
+        "loom {name}: {} executions in {:.1} s (preemption bound {})",
+        runs.load(Ordering::Relaxed),
+        start.elapsed().as_secs_f64(),
+        b.preemption_bound.unwrap_or(0),
+    );
+}
+
+/// `n` milliseconds.
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The earlier-head scenario of the wakeup protocol (model 1), shared by
+/// `tests/loom_wakeup.rs` and `tests/loom_planted_bug.rs`.
+///
+/// One item is already waiting (due in 10 ms) when an item due *now* is sent: the
+/// dequeue proxy may be anywhere in its round, in particular between reading the
+/// head (the 10 ms item) and parking. The due item must reach the consumer
+/// without any clock step (a step would wake the proxy and hide the bug); a lost
+/// wakeup leaves every thread parked, which loom reports as a deadlock.
+pub fn earlier_head_is_delivered_without_a_clock_step() {
+    use delayq::{Builder, MockClock, TryRecvError};
+
+    let clock = MockClock::new();
+    let (tx, rx) = Builder::new().capacity(2).clock(clock.clone()).build::<&str>().unwrap();
+    tx.send_at("later", clock.now() + ms(10)).unwrap();
+    tx.send_at("now", clock.now()).unwrap();
+    assert_eq!(rx.recv(), Ok("now"));
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "never early");
+    clock.advance(ms(10));
+    assert_eq!(rx.try_recv(), Ok("later"));
+}

@@ -1,0 +1,42 @@
+//! The planted bug stays findable: built with `--cfg delayq_bug_lost_wakeup`, the
+//! dequeue proxy publishes its sleep plan in a second critical section (see
+//! `src/dequeue.rs`), reopening the "looked at the head, then slept" window of
+//! seed 000. The earlier-head model of `loom_wakeup.rs` must then fail.
+//!
+//! A loom failure cannot be caught in-process (its deadlock panic unwinds through
+//! the queue's destructors, which call loom again: the process aborts), so the
+//! test re-runs itself as a child process and asserts that the child failed with
+//! loom's deadlock report. Run (as `.ci/loom.sh` does):
+//!
+//! ```text
+//! RUSTFLAGS="--cfg delayq_loom --cfg delayq_bug_lost_wakeup" CARGO_TARGET_DIR=target/loom-bug \
+//!     cargo test -p loom-tests --release --test loom_planted_bug
+//! ```
+#![cfg(all(delayq_loom, delayq_bug_lost_wakeup))]
+
+use loom_tests::{earlier_head_is_delivered_without_a_clock_step, model};
+use std::process::Command;
+use std::time::Instant;
+
+const CHILD: &str = "DELAYQ_LOOM_PLANTED_CHILD";
+const NAME: &str = "loom_finds_the_planted_lost_wakeup";
+
+#[test]
+fn loom_finds_the_planted_lost_wakeup() {
+    if std::env::var_os(CHILD).is_some() {
+        model(earlier_head_is_delivered_without_a_clock_step);
+        return;
+    }
+    let start = Instant::now();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("re-run the test binary");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "loom explored the model and missed the planted lost wakeup:\n{text}");
+    assert!(text.contains("deadlock"), "the model failed, but not with loom's deadlock report:\n{text}");
+    let report = text.lines().find(|l| l.contains("deadlock")).unwrap_or_default();
+    eprintln!("loom found the planted lost wakeup in {:.1} s: {report}", start.elapsed().as_secs_f64());
+}
