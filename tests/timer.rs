@@ -211,6 +211,33 @@ fn cancel_from_inside_its_own_callback_stops_a_repeating_timer() {
 }
 
 #[test]
+fn a_one_shot_cancelling_itself_gets_true() {
+    let (s, clock) = mock(1);
+    let me: Arc<OnceLock<TimerId>> = Arc::new(OnceLock::new());
+    let (tx, rx) = mpsc::channel();
+    let (s2, me2) = (s.clone(), me.clone());
+    let id = s.schedule_at(clock.now() + secs(1), move || tx.send(s2.cancel(*me2.get().unwrap())).unwrap());
+    me.set(id).unwrap();
+    clock.advance(secs(1));
+    assert_eq!(rx.recv_timeout(WAIT), Ok(true));
+    assert!(s.is_empty());
+}
+
+#[test]
+fn callbacks_run_on_the_worker_pool_not_on_the_queue_threads() {
+    let (s, clock) = mock(2);
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..4 {
+        let tx = tx.clone();
+        s.schedule_at(clock.now(), move || tx.send(thread::current().name().map(str::to_owned)).unwrap());
+    }
+    for _ in 0..4 {
+        let name = rx.recv_timeout(WAIT).unwrap().unwrap();
+        assert!(name.starts_with("delayq-timer-worker-"), "ran on {name}");
+    }
+}
+
+#[test]
 fn cancel_of_a_running_one_shot_is_true_and_ends_it() {
     let (s, clock) = mock(2);
     let (started_tx, started) = mpsc::channel();

@@ -510,9 +510,10 @@ fn the_default_rate_limiter_is_client_gos() {
     for i in 1..98 {
         assert_eq!(l.when(&i), ms(5));
     }
-    // The 101st request in a burst waits for the bucket: about 100 ms.
+    // The 101st request in a burst waits for the bucket: 100 ms, less the
+    // (system) time since the limiter was made.
     let w = l.when(&1000);
-    assert!(w > ms(90) && w <= ms(100), "{w:?}");
+    assert!(w > ms(50) && w <= ms(100), "{w:?}");
     for _ in 0..40 {
         l.when(&7);
     }

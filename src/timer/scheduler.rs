@@ -13,6 +13,10 @@
 //! - `running` counts runs that passed the start check and have not finished;
 //!   once `shut_down` is set no run passes the start check, so `shutdown` waits
 //!   for `running` to drain and nothing starts after it returns.
+//!
+//! This layer uses the core through its public API and std's `Mutex`/`Condvar`
+//! directly: it is not part of the loom-checked protocol (and the `sync` facade
+//! has no condition variable).
 
 use super::missed::MissedTicks;
 use crate::{Clock, Key, Receiver, Sender};
@@ -92,8 +96,10 @@ impl fmt::Debug for TimerId {
 ///   timer, as long as the pool has a free worker (seed 003: "task execution
 ///   must not slow the timer"). This is the `tao` TimingWheel's `AddTimerInPool`
 ///   (seed 001), with a heap the callers never lock.
-/// - Runs start in the order their timers fell due: with one worker thread they
-///   also finish in that order.
+/// - Runs start in the order the queue delivers their ids (earliest time first;
+///   exact on a [`MockClock`](crate::MockClock), where a step delivers everything
+///   it made due in `(time, schedule order)`): with one worker thread they also
+///   finish in that order.
 /// - A repeating timer's next run is armed when its current run returns, so it
 ///   never runs concurrently with itself; what it does when it fell behind is its
 ///   [`MissedTicks`].

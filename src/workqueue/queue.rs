@@ -10,6 +10,10 @@
 //!   delay queue and its ready time; only the mover (an item arrived) and shut
 //!   down (all dropped, counted) remove entries, so every delayed item ends up
 //!   added or counted in `dropped_delayed`.
+//!
+//! This layer uses the core through its API (plus the crate's mock-clock
+//! listener hook) and std's `Mutex`/`Condvar` directly: it is not part of the
+//! loom-checked protocol (and the `sync` facade has no condition variable).
 
 use super::rate_limiter::RateLimiter;
 use super::stats::{Samples, Stats};
