@@ -185,7 +185,9 @@ impl Clock {
     }
 
     /// Calls `wake` whenever a mock clock moves, until the returned guard drops.
-    /// A system clock never calls it.
+    /// A system clock never calls it. Listeners run in subscription order, on the
+    /// thread that moved the clock (so a layer that subscribes after building its
+    /// queue runs after the queue's own flush).
     pub(crate) fn subscribe(&self, wake: Arc<dyn Fn() + Send + Sync>) -> Subscription {
         match &self.kind {
             Kind::System => Subscription { clock: None, id: 0 },

@@ -12,14 +12,14 @@
 #[cfg(not(delayq_loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(delayq_loom))]
-pub(crate) use std::sync::{Mutex, MutexGuard};
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(not(delayq_loom))]
 pub(crate) use std::thread;
 
 #[cfg(delayq_loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(delayq_loom)]
-pub(crate) use loom::sync::{Mutex, MutexGuard};
+pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(delayq_loom)]
 pub(crate) use loom::thread;
 

@@ -100,7 +100,7 @@ impl SchedulerBuilder {
             Builder::new().clock(self.clock.clone()).thread_name_prefix("delayq-timer").build::<u64>()?;
         let inner = Arc::new(Inner::new(self.clock, tx, rx, pool));
         let me = inner.clone();
-        let dispatcher = std::thread::Builder::new()
+        let dispatcher = crate::sync::thread::Builder::new()
             .name("delayq-timer-dispatch".to_owned())
             .spawn(move || me.dispatch())
             .map_err(BuildError::Spawn)?;

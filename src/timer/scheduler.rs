@@ -14,26 +14,25 @@
 //!   once `shut_down` is set no run passes the start check, so `shutdown` waits
 //!   for `running` to drain and nothing starts after it returns.
 //!
-//! This layer uses the core through its public API and std's `Mutex`/`Condvar`
-//! directly: it is not part of the loom-checked protocol (and the `sync` facade
-//! has no condition variable).
+//! This layer uses the core through its public API, and the crate's `sync`
+//! facade for its own locks and condition variable (it is not one of the
+//! loom-checked protocols).
 
 use super::missed::MissedTicks;
+use crate::sync::{thread::JoinHandle, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 use crate::{Clock, Key, Receiver, Sender};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Ids handed to the dispatcher in one batch at most.
 const BATCH: usize = 256;
 
 /// Numbers schedulers, so that a [`TimerId`] of one never names a timer of another.
-static SCHEDULERS: AtomicU64 = AtomicU64::new(0);
+static SCHEDULERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 thread_local! {
     /// The schedulers whose callbacks run on this thread right now (a callback
@@ -423,7 +422,7 @@ impl Inner {
         drop(queued);
         let dispatcher = lock(&self.dispatcher).take();
         if let Some(d) = dispatcher {
-            if d.thread().id() != std::thread::current().id() {
+            if d.thread().id() != crate::sync::thread::current().id() {
                 let _ = d.join();
             }
         }

@@ -114,7 +114,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueueBuilder<K> {
             }
         }));
         let me = inner.clone();
-        let mover = std::thread::Builder::new()
+        let mover = crate::sync::thread::Builder::new()
             .name("delayq-workqueue-mover".to_owned())
             .spawn(move || me.run_mover())
             .map_err(BuildError::Spawn)?;

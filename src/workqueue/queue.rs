@@ -12,17 +12,18 @@
 //!   added or counted in `dropped_delayed`.
 //!
 //! This layer uses the core through its API (plus the crate's mock-clock
-//! listener hook) and std's `Mutex`/`Condvar` directly: it is not part of the
-//! loom-checked protocol (and the `sync` facade has no condition variable).
+//! listener hook, whose listeners run in subscription order: the queue's own
+//! flush first), and the crate's `sync` facade for its locks and condition
+//! variables (it is not one of the loom-checked protocols).
 
 use super::rate_limiter::RateLimiter;
 use super::stats::{Samples, Stats};
+use crate::sync::{thread::JoinHandle, Condvar, Mutex, MutexGuard};
 use crate::{Clock, Key, Receiver, Sender};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::hash::Hash;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Due items the mover takes from the delay queue at a time.
@@ -122,7 +123,7 @@ impl<K> Drop for Handle<K> {
         let mover = lock(&self.mover).take();
         if let Some(m) = mover {
             // An item's `Drop` on the mover could drop the last handle.
-            if m.thread().id() != std::thread::current().id() {
+            if m.thread().id() != crate::sync::thread::current().id() {
                 let _ = m.join();
             }
         }

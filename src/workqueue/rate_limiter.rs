@@ -4,11 +4,11 @@
 //! The per-item limiters keep a failures map; its growth policy is in the
 //! `workqueue` module docs ("Failures map").
 
+use crate::sync::{Mutex, MutexGuard};
 use crate::Clock;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Decides how long an item waits before it is retried
