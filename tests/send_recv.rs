@@ -29,18 +29,6 @@ fn mock<T: Send + 'static>() -> (MockClock, Sender<T>, Receiver<T>) {
     (clock, tx, rx)
 }
 
-/// Returns once the enqueue proxy has applied every send made before the call
-/// (`peek_deadline` is answered by it, in order).
-///
-/// Work-around for a bug: `MockClock::advance` publishes the new time *before* the
-/// queue has applied earlier sends, so the dequeue proxy can move a due item ahead
-/// of an earlier-deadline one still in the ingress (see
-/// `mock_clock::a_step_never_reorders_items_sent_before_it`). Tests of deadline
-/// order call this before a step; drop it once the bug is fixed.
-fn settle<T: Send + 'static>(rx: &Receiver<T>) {
-    let _ = rx.peek_deadline();
-}
-
 /// Advances `clock` in 1 ms steps until `h` has finished (a thread that computed a
 /// relative timeout from the mock time at a moment the test cannot see).
 fn advance_until_finished<R>(clock: &MockClock, h: &thread::JoinHandle<R>) {
@@ -64,7 +52,6 @@ fn due_items_come_out_in_deadline_order() {
         tx.send_at(o, t0 + ms(o)).unwrap();
     }
     assert_eq!(rx.len(), 500);
-    settle(&rx);
     clock.advance(ms(500));
     let got: Vec<u64> = rx.try_iter().collect();
     assert_eq!(got, (1..=500).collect::<Vec<_>>());
@@ -81,7 +68,6 @@ fn equal_deadlines_leave_in_send_order() {
         let at = if i % 2 == 0 { t0 + ms(2) } else { t0 + ms(1) };
         tx.send_at(i, at).unwrap();
     }
-    settle(&rx);
     clock.advance(ms(2));
     let got: Vec<u32> = rx.try_iter().collect();
     let odds = (0..600).filter(|i| i % 2 == 1);
@@ -266,7 +252,6 @@ fn iterators_yield_in_order_and_end_on_disconnect() {
     for i in [4, 2, 3, 1] {
         tx.send_at(i, t0 + ms(u64::from(i))).unwrap();
     }
-    settle(&rx);
     clock.advance(ms(2));
     assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![1, 2], "try_iter: the due items only");
     assert_eq!(rx.try_iter().next(), None);
@@ -280,7 +265,6 @@ fn iterators_yield_in_order_and_end_on_disconnect() {
         tx.send_after(i, ms(u64::from(i))).unwrap();
     }
     drop(tx);
-    settle(&rx);
     clock.advance(ms(30));
     let mut got = Vec::new();
     for x in &rx {
@@ -294,7 +278,6 @@ fn iterators_yield_in_order_and_end_on_disconnect() {
         tx.send_after(i, ms(u64::from(i))).unwrap();
     }
     drop(tx);
-    settle(&rx);
     clock.advance(ms(2));
     assert_eq!(rx.into_iter().collect::<Vec<_>>(), vec![1, 2]);
 }
