@@ -1,0 +1,254 @@
+//! Many producers × many consumers on the system clock: exactly once, never early,
+//! each consumer sees nondecreasing deadlines; and the proxy threads' names.
+//!
+//! Only `default_thread_names` builds a queue with the default prefix: the name
+//! checks count threads of this process, and tests run in parallel.
+
+use delayq::{Builder, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Multiplies iteration counts: `DELAYQ_TEST_SCALE=10 cargo test` for a heavier run.
+fn scale() -> usize {
+    std::env::var("DELAYQ_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
+}
+
+/// An item that knows who sent it, its place in that producer's sends and its deadline.
+#[derive(Clone, Copy, Debug)]
+struct Job {
+    producer: usize,
+    seq: usize,
+    deadline: Instant,
+}
+
+/// What a consumer saw: each job with the instant it was received.
+type Seen = Vec<(Job, Instant)>;
+
+fn queue(prefix: &str, cap: Option<usize>) -> (Sender<Job>, Receiver<Job>) {
+    let b = Builder::new().thread_name_prefix(prefix);
+    match cap {
+        Some(c) => b.capacity(c).build(),
+        None => b.build(),
+    }
+    .unwrap()
+}
+
+/// Starts `n` consumers that receive until the queue is exhausted, each with a
+/// different receive form.
+fn consumers(rx: &Receiver<Job>, n: usize) -> Vec<thread::JoinHandle<Seen>> {
+    (0..n)
+        .map(|c| {
+            let rx = rx.clone();
+            thread::spawn(move || {
+                let mut seen = Vec::new();
+                match c % 3 {
+                    0 => {
+                        while let Ok(job) = rx.recv() {
+                            seen.push((job, Instant::now()));
+                        }
+                    }
+                    1 => {
+                        let mut buf = Vec::new();
+                        while rx.recv_many(&mut buf, 16).is_ok() {
+                            let now = Instant::now();
+                            seen.extend(buf.drain(..).map(|job| (job, now)));
+                        }
+                    }
+                    _ => loop {
+                        match rx.try_recv() {
+                            Ok(job) => seen.push((job, Instant::now())),
+                            Err(TryRecvError::Disconnected) => break,
+                            Err(TryRecvError::Empty) => match rx.recv_timeout(ms(5)) {
+                                Ok(job) => seen.push((job, Instant::now())),
+                                Err(RecvTimeoutError::Timeout) => {}
+                                Err(RecvTimeoutError::Disconnected) => break,
+                            },
+                        }
+                    },
+                }
+                seen
+            })
+        })
+        .collect()
+}
+
+/// Every job of `producers × per_producer` seen exactly once, none before its deadline.
+fn check_exactly_once_never_early(seen: &[Seen], producers: usize, per_producer: usize) {
+    let mut count = vec![vec![0u8; per_producer]; producers];
+    for (job, at) in seen.iter().flatten() {
+        assert!(*at >= job.deadline, "job {job:?} received {:?} early", job.deadline - *at);
+        count[job.producer][job.seq] += 1;
+    }
+    for (p, c) in count.iter().enumerate() {
+        for (s, &n) in c.iter().enumerate() {
+            assert_eq!(n, 1, "job {p}/{s} received {n} times");
+        }
+    }
+}
+
+#[test]
+fn many_producers_many_consumers_exactly_once_never_early() {
+    let (producers, per_producer) = (4, 1500 * scale());
+    let (tx, rx) = queue("th-mpmc", None);
+    let cons = consumers(&rx, 3);
+    drop(rx);
+    let prods: Vec<_> = (0..producers)
+        .map(|p| {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(p as u64);
+                for seq in 0..per_producer {
+                    let deadline = Instant::now() + Duration::from_micros(rng.gen_range(0..3000));
+                    tx.send_at(Job { producer: p, seq, deadline }, deadline).unwrap();
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    for p in prods {
+        p.join().unwrap();
+    }
+    let seen: Vec<Seen> = cons.into_iter().map(|c| c.join().unwrap()).collect();
+    check_exactly_once_never_early(&seen, producers, per_producer);
+}
+
+#[test]
+fn bounded_many_producers_many_consumers_exactly_once() {
+    let (producers, per_producer, cap) = (4, 500 * scale(), 16);
+    let (tx, rx) = queue("th-bnd", Some(cap));
+    let cons = consumers(&rx, 3);
+    let prods: Vec<_> = (0..producers)
+        .map(|p| {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                for seq in 0..per_producer {
+                    assert!(tx.len() <= cap);
+                    let deadline = Instant::now() + Duration::from_micros((seq as u64 * 37) % 500);
+                    tx.send_at(Job { producer: p, seq, deadline }, deadline).unwrap();
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    for p in prods {
+        p.join().unwrap();
+    }
+    assert!(rx.len() <= cap);
+    drop(rx);
+    let seen: Vec<Seen> = cons.into_iter().map(|c| c.join().unwrap()).collect();
+    check_exactly_once_never_early(&seen, producers, per_producer);
+}
+
+/// When every item is in the queue before the earliest deadline, items leave the
+/// dequeue proxy in deadline order (equal deadlines in each producer's send
+/// order), so each consumer sees nondecreasing deadlines. Whether the sends were
+/// all applied in time is checked (with `peek_deadline`, which the enqueue proxy
+/// answers after every earlier send); on a machine too busy for that the attempt
+/// is repeated with a larger head start.
+#[test]
+fn each_consumer_sees_nondecreasing_deadlines() {
+    let (producers, per_producer) = (4, 1000 * scale());
+    let mut checked = false;
+    for head_start in [ms(40), ms(150), ms(500), ms(2000)] {
+        let (tx, rx) = queue("th-order", None);
+        let cons = consumers(&rx, 3);
+        let base = Instant::now() + head_start;
+        let prods: Vec<_> = (0..producers)
+            .map(|p| {
+                let tx = tx.clone();
+                thread::spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(100 + p as u64);
+                    for seq in 0..per_producer {
+                        // Coarse deadlines, so that many are equal.
+                        let deadline = base + Duration::from_micros(250 * rng.gen_range(0..40));
+                        tx.send_at(Job { producer: p, seq, deadline }, deadline).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for p in prods {
+            p.join().unwrap();
+        }
+        // Every deadline is at or after `base`: were all sends applied before it?
+        let _ = rx.peek_deadline();
+        let in_time = Instant::now() < base;
+        drop((tx, rx));
+        let seen: Vec<Seen> = cons.into_iter().map(|c| c.join().unwrap()).collect();
+        check_exactly_once_never_early(&seen, producers, per_producer);
+        if !in_time {
+            continue;
+        }
+        for (c, s) in seen.iter().enumerate() {
+            for w in s.windows(2) {
+                let (a, b) = (w[0].0, w[1].0);
+                assert!(a.deadline <= b.deadline, "consumer {c}: {a:?} before {b:?}");
+                if a.deadline == b.deadline && a.producer == b.producer {
+                    assert!(a.seq < b.seq, "consumer {c}: equal deadlines out of send order: {a:?}, {b:?}");
+                }
+            }
+        }
+        checked = true;
+        break;
+    }
+    assert!(checked, "no attempt had every send applied before the first deadline");
+}
+
+/// How many threads of this process are named `name` (Linux truncates to 15 bytes).
+fn threads_named(name: &str) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == name)
+        .count()
+}
+
+fn proxies(prefix: &str) -> (usize, usize) {
+    (threads_named(&format!("{prefix}-enqueue")), threads_named(&format!("{prefix}-dequeue")))
+}
+
+/// Polls a condition that has no event to wait on (a thread naming itself or
+/// leaving the kernel's task list), for at most 10 s.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        thread::sleep(ms(1));
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn default_thread_names() {
+    assert_eq!(proxies("delayq"), (0, 0), "another test of this file used the default prefix");
+    let (tx, rx) = delayq::unbounded::<u8>();
+    wait_for("delayq-enqueue and delayq-dequeue", || proxies("delayq") == (1, 1));
+    let (tx2, rx2) = delayq::bounded::<u8>(1);
+    wait_for("a second pair", || proxies("delayq") == (2, 2));
+    drop((tx, rx));
+    wait_for("the first pair to exit", || proxies("delayq") == (1, 1));
+    drop((tx2, rx2));
+    wait_for("the second pair to exit", || proxies("delayq") == (0, 0));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn thread_name_prefix_names_both_proxies() {
+    let (a_tx, a_rx) = queue("th-a", None);
+    let (b_tx, b_rx) = queue("th-b", Some(3));
+    let (b2_tx, b2_rx) = queue("th-b", None);
+    wait_for("th-a's proxies", || proxies("th-a") == (1, 1));
+    wait_for("both th-b pairs", || proxies("th-b") == (2, 2));
+    assert_eq!(proxies("th-c"), (0, 0));
+    // The last handle may go on any thread; dropping it joins the proxies.
+    let h = thread::spawn(move || drop((a_tx, a_rx)));
+    h.join().unwrap();
+    wait_for("th-a's proxies to exit", || proxies("th-a") == (0, 0));
+    assert_eq!(proxies("th-b"), (2, 2));
+    drop((b_tx, b_rx, b2_tx, b2_rx));
+    wait_for("th-b's proxies to exit", || proxies("th-b") == (0, 0));
+}
