@@ -269,7 +269,7 @@ fn unbounded_never_reports_full_or_timeout() {
 #[test]
 fn bounded_zero_panics_with_a_clear_message() {
     let r = std::panic::catch_unwind(|| delayq::bounded::<u8>(0));
-    let payload = r.err().expect("bounded(0) did not panic");
+    let payload = r.expect_err("bounded(0) did not panic");
     let msg = payload
         .downcast_ref::<String>()
         .cloned()
