@@ -239,12 +239,13 @@ fn unbounded_never_reports_full_or_timeout() {
             let (tx, at) = (tx.clone(), clock.now());
             thread::spawn(move || {
                 for i in 0..per_producer {
-                    if i % 2 == 0 {
-                        if let Err(e) = tx.try_send_at((p, i), at) {
-                            panic!("try_send_at failed on an unbounded queue: {e}");
-                        }
-                    } else if let Err(e) = tx.send_at_timeout((p, i), at, Duration::ZERO) {
-                        panic!("send_at_timeout failed on an unbounded queue: {e}");
+                    let r = match i % 3 {
+                        0 => tx.try_send_at((p, i), at).map_err(|e| e.to_string()),
+                        1 => tx.send_at_timeout((p, i), at, Duration::ZERO).map_err(|e| e.to_string()),
+                        _ => tx.send_at((p, i), at).map_err(|e| e.to_string()),
+                    };
+                    if let Err(e) = r {
+                        panic!("send {i} failed on an unbounded queue: {e}");
                     }
                 }
             })

@@ -340,6 +340,66 @@ fn racing_shutdown_loses_and_duplicates_nothing() {
     }
 }
 
+/// `take_pending` racing consumers, producers and cancels, then `close` and a
+/// last `take_pending`: every item is received, cancelled, refused or taken once.
+#[test]
+fn racing_take_pending_loses_and_duplicates_nothing() {
+    let per_producer = 1500 * scale();
+    let ledger = Ledger::new(2 * per_producer);
+    let (tx, rx) = Builder::new().thread_name_prefix("da-take").build::<Item>().unwrap();
+    let consumers: Vec<_> = (0..2)
+        .map(|_| {
+            let (rx, ledger) = (rx.clone(), ledger.clone());
+            thread::spawn(move || {
+                while let Ok(item) = rx.recv() {
+                    ledger.claim(item, Outcome::Received);
+                }
+            })
+        })
+        .collect();
+    let producers: Vec<_> = (0..2u64)
+        .map(|p| {
+            let (tx, ledger) = (tx.clone(), ledger.clone());
+            thread::spawn(move || {
+                for i in 0..per_producer as u64 {
+                    let at = Instant::now() + Duration::from_micros((i * 13 + p) % 2000);
+                    let Some(k) = send(&ledger, &tx, at) else { continue };
+                    if i % 4 == 0 {
+                        if let Some(item) = tx.cancel(k) {
+                            ledger.claim(item, Outcome::Cancelled);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut takes = 0;
+    while !producers.iter().all(|p| p.is_finished()) {
+        for (_, item) in rx.take_pending() {
+            ledger.claim(item, Outcome::Taken);
+        }
+        takes += 1;
+        thread::sleep(Duration::from_micros(500));
+    }
+    for p in producers {
+        p.join().unwrap();
+    }
+    rx.close();
+    for (_, item) in rx.take_pending() {
+        ledger.claim(item, Outcome::Taken);
+    }
+    for c in consumers {
+        c.join().unwrap();
+    }
+    assert_eq!(rx.len(), 0);
+    drop((tx, rx));
+    let t = ledger.check();
+    assert!(takes > 0);
+    assert_eq!(t.dropped, 0, "{t:?}");
+    assert_eq!(t.returned, 0, "nothing was sent after close: {t:?}");
+    assert_eq!(t.received + t.cancelled + t.taken, 2 * per_producer, "{t:?}");
+}
+
 /// An item that owns the queue's last sender: the enqueue proxy drops it while
 /// winding down, so the last handle goes on the proxy thread itself.
 struct Holder {

@@ -4,9 +4,11 @@
 //! Only `default_thread_names` builds a queue with the default prefix: the name
 //! checks count threads of this process, and tests run in parallel.
 
-use delayq::{Builder, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use delayq::{Builder, MockClock, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -251,4 +253,42 @@ fn thread_name_prefix_names_both_proxies() {
     assert_eq!(proxies("th-b"), (2, 2));
     drop((b_tx, b_rx, b2_tx, b2_rx));
     wait_for("th-b's proxies to exit", || proxies("th-b") == (0, 0));
+}
+
+/// A burst of due items must wake as many blocked consumers as it has items, even
+/// when some waiting consumers give up at that very moment: no item may stay in
+/// the consumers' ring while a consumer sleeps. (The count is polled: a lost
+/// wake-up shows as a timeout, not as a hang.)
+#[test]
+fn a_burst_wakes_enough_blocked_consumers() {
+    for round in 0..20 * scale() {
+        let clock = MockClock::new();
+        let (tx, rx) =
+            Builder::new().clock(clock.clone()).thread_name_prefix("th-burst").build::<usize>().unwrap();
+        let at = clock.now() + ms(1);
+        let got = Arc::new(AtomicUsize::new(0));
+        // Six consumers that take one item each, two that give up exactly at `at`.
+        let handles: Vec<_> = (0..8)
+            .map(|c| {
+                let (rx, got) = (rx.clone(), got.clone());
+                thread::spawn(move || {
+                    let r = if c < 6 { rx.recv().ok() } else { rx.recv_deadline(at).ok() };
+                    if r.is_some() {
+                        got.fetch_add(1, Ordering::SeqCst);
+                    }
+                    r
+                })
+            })
+            .collect();
+        for i in 0..6 {
+            tx.send_at(i, at).unwrap();
+        }
+        thread::sleep(ms(2)); // most consumers are parked by now (the outcome does not depend on it)
+        clock.advance(ms(1));
+        wait_for(&format!("round {round}: six items received"), || got.load(Ordering::SeqCst) == 6);
+        drop(tx);
+        let mut items: Vec<usize> = handles.into_iter().filter_map(|h| h.join().unwrap()).collect();
+        items.sort_unstable();
+        assert_eq!(items, (0..6).collect::<Vec<_>>());
+    }
 }
