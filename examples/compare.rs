@@ -44,17 +44,18 @@ compare: delayq vs peers on one workload (see examples/compare.rs and docs/bench
 USAGE: cargo run --release --example compare -- [OPTIONS]
 
 OPTIONS:
-  --quick             smoke run for CI: N = 300000, 1 repeat, configs 1x1/4x4/16x16 at
+  --quick             smoke run for CI: N = 500000, 1 repeat, configs 1x1/4x4/16x16 at
                       D = 1 ms plus 16x16 at D = 0, 1 s paced run; writes to
                       target/bench-quick unless --out is given
   --n N               items per matrix run (default 2000000)
   --repeats R         repeats of every run; the median-throughput one is kept (default 3)
-  --impls a,b,...     subset of: delayq,delayq-bounded,std-heap,pl-heap,tokio-dq,skiplist,channel
+  --impls a,b,...     subset of: delayq,delayq-bounded,delayq-batch,std-heap,pl-heap,tokio-dq,skiplist,channel
   --threads 1,4,16    producers = consumers per side (default 1,4,16)
   --delays 0,1,10     D values in ms (default 0,1,10)
   --paced-secs S      length of the paced run (default 3; 0 skips it)
   --rate R            offered items/s of the paced run (default 100000)
-  --no-overload       skip the overload run
+  --overload-caps C,… capacities of the overload runs (default 65536,4096)
+  --no-overload       skip the overload runs
   --timeout S         per-run timeout in seconds (default 30 + N/25000)
   --out DIR           output directory (default docs/bench)
 ";
@@ -67,7 +68,7 @@ struct Options {
     matrix: Vec<(usize, Duration)>,
     paced_secs: f64,
     rate: f64,
-    overload: bool,
+    overload_caps: Vec<usize>,
     timeout: Option<Duration>,
     out: Option<PathBuf>,
 }
@@ -92,7 +93,7 @@ fn parse_options(args: &[String]) -> Options {
         matrix: Vec::new(),
         paced_secs: 3.0,
         rate: 100_000.0,
-        overload: true,
+        overload_caps: vec![peers::BOUNDED_CAP, 4096],
         timeout: None,
         out: None,
     };
@@ -129,7 +130,8 @@ fn parse_options(args: &[String]) -> Options {
                 paced_set = true;
             }
             "--rate" => o.rate = value(&mut i).parse().unwrap_or_else(|_| die("bad --rate")),
-            "--no-overload" => o.overload = false,
+            "--no-overload" => o.overload_caps.clear(),
+            "--overload-caps" => o.overload_caps = parse_list(&value(&mut i), "--overload-caps"),
             "--timeout" => {
                 o.timeout = Some(Duration::from_secs_f64(
                     value(&mut i).parse().unwrap_or_else(|_| die("bad --timeout")),
@@ -149,7 +151,7 @@ fn parse_options(args: &[String]) -> Options {
     }
     if o.quick {
         if !n_set {
-            o.n = 300_000;
+            o.n = 500_000;
         }
         if !r_set {
             o.repeats = 1;
@@ -213,20 +215,20 @@ fn main() {
                 ));
             }
         }
-        if o.overload {
-            plan.push((
-                Kind::Overload,
-                "delayq-bounded".into(),
-                16,
-                o.n,
-                Duration::from_millis(1),
-                Pace::Unthrottled,
-                rep,
-            ));
+        for &cap in &o.overload_caps {
+            let name = if cap == peers::BOUNDED_CAP {
+                "delayq-bounded".to_owned()
+            } else {
+                format!("delayq-bounded-{cap}")
+            };
+            plan.push((Kind::Overload, name, 16, o.n, Duration::from_millis(1), Pace::Unthrottled, rep));
         }
     }
 
-    let exe = std::env::current_exe().expect("current_exe");
+    // Children run from a private copy of this binary, so that a `cargo build` by
+    // someone else on the machine cannot swap the code under a running comparison.
+    let exe = private_copy();
+    let source = source_rev();
     let mut records = Vec::new();
     for (i, (kind, name, t, n, d, pace, rep)) in plan.iter().enumerate() {
         // The channel has no delay: it always runs with D = 0 (the hand-off ceiling).
@@ -288,14 +290,27 @@ fn main() {
         repeats: o.repeats,
         rate: o.rate,
         paced_secs: o.paced_secs,
-        source: source_rev(),
+        source,
     };
+    let _ = std::fs::remove_file(&exe);
     report::write_all(&out, &meta, &records).unwrap_or_else(|e| die(&format!("writing the report: {e}")));
     eprintln!("compare: wrote {}/results.md, runs.csv, throughput.svg, lateness.svg", out.display());
     let bad = records.iter().filter(|r| !r.is_correct()).count();
     if bad > 0 {
         eprintln!("compare: {bad} run(s) FAILED or were incorrect (lost/duplicated/early/hang/crash); see results.md");
         std::process::exit(1);
+    }
+}
+
+fn private_copy() -> PathBuf {
+    let me = std::env::current_exe().expect("current_exe");
+    let copy = std::env::temp_dir().join(format!("delayq-compare-{}", std::process::id()));
+    match std::fs::copy(&me, &copy) {
+        Ok(_) => copy,
+        Err(e) => {
+            eprintln!("compare: cannot copy {} ({e}); children run it in place", me.display());
+            me
+        }
     }
 }
 

@@ -1,7 +1,10 @@
 //! The implementations under comparison, each wired into the workload's
 //! `Plumbing`: `delayq` itself and the peers a Rust user would otherwise pick.
 //!
-//! - `delayq`, `delayq-bounded` (capacity [`BOUNDED_CAP`]).
+//! - `delayq`, `delayq-bounded` (capacity [`BOUNDED_CAP`]): consumers call `recv`.
+//! - `delayq-batch`: unbounded, consumers call `recv_many(.., 64)` and hand the
+//!   items out one at a time (lateness is taken at hand-out, so time spent in the
+//!   consumer's local buffer counts).
 //! - `std-heap`, `pl-heap`: `Mutex<BinaryHeap>` + `Condvar` with Java
 //!   `DelayQueue`'s leader/follower waiting (one consumer, the leader, sleeps
 //!   until the head's deadline; the others wait untimed), with std and with
@@ -26,13 +29,19 @@ pub const BOUNDED_CAP: usize = 65_536;
 
 /// Every implementation, in report order.
 pub const ALL: &[&str] =
-    &["delayq", "delayq-bounded", "std-heap", "pl-heap", "tokio-dq", "skiplist", "channel"];
+    &["delayq", "delayq-bounded", "delayq-batch", "std-heap", "pl-heap", "tokio-dq", "skiplist", "channel"];
 
 /// Builds implementation `name` for `p` producers and `c` consumers.
 pub fn build(name: &str, p: usize, c: usize) -> Plumbing {
     match name {
-        "delayq" => delayq_plumbing(delayq::unbounded(), p, c),
-        "delayq-bounded" => delayq_plumbing(delayq::bounded(BOUNDED_CAP), p, c),
+        "delayq" => delayq_plumbing(delayq::unbounded(), p, c, false),
+        "delayq-bounded" => delayq_plumbing(delayq::bounded(BOUNDED_CAP), p, c, false),
+        // `delayq-bounded-CAP`: the overload run's extra capacities.
+        other if other.starts_with("delayq-bounded-") => {
+            let cap = other["delayq-bounded-".len()..].parse().expect("delayq-bounded-CAPACITY");
+            delayq_plumbing(delayq::bounded(cap), p, c, false)
+        }
+        "delayq-batch" => delayq_plumbing(delayq::unbounded(), p, c, true),
         "std-heap" => heap_plumbing(Arc::new(std_heap::HeapQueue::new()), p, c),
         "pl-heap" => heap_plumbing(Arc::new(pl_heap::HeapQueue::new()), p, c),
         "tokio-dq" => tokio_plumbing(p, c),
@@ -42,7 +51,12 @@ pub fn build(name: &str, p: usize, c: usize) -> Plumbing {
     }
 }
 
-fn delayq_plumbing((tx, rx): (delayq::Sender<Item>, delayq::Receiver<Item>), p: usize, c: usize) -> Plumbing {
+fn delayq_plumbing(
+    (tx, rx): (delayq::Sender<Item>, delayq::Receiver<Item>),
+    p: usize,
+    c: usize,
+    batch: bool,
+) -> Plumbing {
     let senders = (0..p)
         .map(|_| {
             let tx = tx.clone();
@@ -54,7 +68,20 @@ fn delayq_plumbing((tx, rx): (delayq::Sender<Item>, delayq::Receiver<Item>), p: 
     let receivers = (0..c)
         .map(|_| {
             let rx = rx.clone();
-            Box::new(move || rx.recv().ok()) as RecvFn
+            if batch {
+                let (mut buf, mut pos) = (Vec::with_capacity(64), 0);
+                Box::new(move || {
+                    if pos == buf.len() {
+                        buf.clear();
+                        pos = 0;
+                        rx.recv_many(&mut buf, 64).ok()?;
+                    }
+                    pos += 1;
+                    Some(buf[pos - 1])
+                }) as RecvFn
+            } else {
+                Box::new(move || rx.recv().ok()) as RecvFn
+            }
         })
         .collect();
     // The last sender goes with the last producer closure: that closes the queue.

@@ -443,14 +443,31 @@ fn markdown(meta: &Meta, records: &[RunRecord], g: &BTreeMap<GroupKey, Group<'_>
         }
         let _ = writeln!(s, "\n![lateness distribution](lateness.svg)");
     }
-    if let Some(grp) = get(Kind::Overload, 16, Duration::from_millis(1), "delayq-bounded") {
+    let overload: Vec<(&GroupKey, &Group<'_>)> = g.iter().filter(|(k, _)| k.0 == Kind::Overload).collect();
+    if !overload.is_empty() {
+        let _ = writeln!(s, "\n## Overload: unthrottled, 16×16, D = 1 ms, `delayq::bounded(capacity)`\n");
+        let _ = write!(s, "{DETAIL_HEAD}");
+        for (k, grp) in &overload {
+            detail_row(&mut s, &format!("overload, capacity {}", capacity_of(&k.3)), &k.3, grp);
+        }
         let _ = writeln!(
             s,
-            "\n## Overload: unthrottled, 16×16, D = 1 ms, `delayq::bounded({})`\n",
-            crate::peers::BOUNDED_CAP
+            "\nWith producers unthrottled a bounded queue stays full, so by Little's law an item spends about \
+             capacity ÷ throughput in it, and is late by about that minus D/2:"
         );
-        let _ = write!(s, "{DETAIL_HEAD}");
-        detail_row(&mut s, "overload 16×16, D = 1ms", "delayq-bounded", grp);
+        for (k, grp) in &overload {
+            if let Some(m) = grp.median {
+                let _ = writeln!(
+                    s,
+                    "- capacity {}: {} ÷ {:.2} M/s = {:.1} ms in the queue; measured p50 lateness {} µs.",
+                    capacity_of(&k.3),
+                    capacity_of(&k.3),
+                    m.throughput / 1e6,
+                    capacity_of(&k.3) as f64 / m.throughput * 1e3,
+                    us(m.p50_ns)
+                );
+            }
+        }
     }
 
     targets(&mut s, g, &matrix_keys);
@@ -486,6 +503,10 @@ fn markdown(meta: &Meta, records: &[RunRecord], g: &BTreeMap<GroupKey, Group<'_>
         }
     }
     s
+}
+
+fn capacity_of(name: &str) -> usize {
+    name.strip_prefix("delayq-bounded-").and_then(|c| c.parse().ok()).unwrap_or(crate::peers::BOUNDED_CAP)
 }
 
 fn verdict(ok: bool) -> &'static str {
@@ -568,13 +589,17 @@ fn targets(s: &mut String, g: &BTreeMap<GroupKey, Group<'_>>, matrix_keys: &[(us
             }
         }
     }
-    if let Some(o) = med(Kind::Overload, 16, ms1, "delayq-bounded") {
-        let _ = writeln!(
-            s,
-            "- Overload p99 lateness: {} µs (target ≤ 1000 µs): {}",
-            us(o.p99_ns),
-            verdict(o.p99_ns <= 1_000_000)
-        );
+    for (k, grp) in g.iter().filter(|(k, _)| k.0 == Kind::Overload) {
+        if let Some(o) = grp.median {
+            let _ = writeln!(
+                s,
+                "- Overload p99 lateness, `bounded({})`: {} µs (target ≤ 1000 µs){}: {}",
+                capacity_of(&k.3),
+                us(o.p99_ns),
+                if k.3 == "delayq-bounded" { "" } else { " (extra capacity, not the issue's)" },
+                verdict(o.p99_ns <= 1_000_000)
+            );
+        }
     }
 }
 
@@ -582,6 +607,7 @@ fn color(name: &str) -> RGBColor {
     match name {
         "delayq" => RGBColor(214, 39, 40),
         "delayq-bounded" => RGBColor(255, 127, 14),
+        "delayq-batch" => RGBColor(140, 86, 75),
         "std-heap" => RGBColor(31, 119, 180),
         "pl-heap" => RGBColor(23, 190, 207),
         "tokio-dq" => RGBColor(148, 103, 189),
@@ -607,7 +633,12 @@ fn plot_throughput(path: &Path, g: &BTreeMap<GroupKey, Group<'_>>) -> PlotResult
         .filter(|(k, _)| k.0 == Kind::Matrix)
         .filter_map(|(_, v)| v.median.map(|m| m.throughput / 1e6))
         .fold(0.1f64, f64::max)
-        * 1.1;
+        * 1.45;
+    let mut threads: Vec<usize> = g.keys().filter(|k| k.0 == Kind::Matrix).map(|k| k.1).collect();
+    threads.sort();
+    threads.dedup();
+    let xpos = |t: usize| threads.iter().position(|&x| x == t).unwrap_or(0) as f64;
+    let last = threads.len().saturating_sub(1) as f64;
     let root = SVGBackend::new(path, (420 * delays.len() as u32, 440)).into_drawing_area();
     root.fill(&WHITE)?;
     let panels = root.split_evenly((1, delays.len()));
@@ -617,22 +648,33 @@ fn plot_throughput(path: &Path, g: &BTreeMap<GroupKey, Group<'_>>) -> PlotResult
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(48)
-            .build_cartesian_2d((0.8f64..20f64).log_scale(), 0f64..ymax)?;
+            .build_cartesian_2d(-0.25f64..last + 0.25, 0f64..ymax)?;
+        let labels = |x: &f64| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < threads.len() {
+                format!("{0}×{0}", threads[i as usize])
+            } else {
+                String::new()
+            }
+        };
         chart
             .configure_mesh()
-            .x_desc("producers = consumers")
+            .x_desc("producers × consumers")
             .y_desc("M items/s")
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_labels(4 * threads.len() + 1)
+            .x_label_formatter(&labels)
+            .light_line_style(WHITE)
             .draw()?;
         for n in &names {
             let mut pts: Vec<(f64, f64)> = g
                 .iter()
                 .filter(|(k, _)| k.0 == Kind::Matrix && k.2 == d && &k.3 == n)
-                .filter_map(|(k, v)| v.median.map(|m| (k.1 as f64, m.throughput / 1e6)))
+                .filter_map(|(k, v)| v.median.map(|m| (xpos(k.1), m.throughput / 1e6)))
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             let c = color(n);
             let width = if n.starts_with("delayq") { 3 } else { 2 };
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, width + 1, c.filled())))?;
             chart
                 .draw_series(LineSeries::new(pts, c.stroke_width(width)))?
                 .label(n.as_str())
@@ -686,7 +728,7 @@ fn plot_lateness(path: &Path, g: &BTreeMap<GroupKey, Group<'_>>) -> PlotResult {
         chart
             .configure_mesh()
             .x_desc("percentile")
-            .y_desc("receive − deadline, µs")
+            .y_desc("lateness (receive − deadline)")
             .x_labels(5)
             .x_label_formatter(&|x| match x.round() as i64 {
                 0 => "p0".into(),
@@ -696,7 +738,15 @@ fn plot_lateness(path: &Path, g: &BTreeMap<GroupKey, Group<'_>>) -> PlotResult {
                 4 => "p99.99".into(),
                 _ => String::new(),
             })
-            .y_label_formatter(&|y| format!("{y}"))
+            .y_label_formatter(&|y| {
+                if *y >= 1e6 {
+                    format!("{} s", y / 1e6)
+                } else if *y >= 1e3 {
+                    format!("{} ms", y / 1e3)
+                } else {
+                    format!("{y} µs")
+                }
+            })
             .draw()?;
         let mut series = series;
         series.sort_by_key(|(n, _)| order(n));
