@@ -6,7 +6,7 @@ use delayq::timer::{MissedTicks, Scheduler, TimerId};
 use delayq::{BuildError, MockClock};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,8 +26,9 @@ fn mock(threads: usize) -> (Scheduler, MockClock) {
     (Scheduler::builder().threads(threads).clock(clock.clone()).build().unwrap(), clock)
 }
 
-/// With one worker thread, returns once every run due by now has finished: runs
-/// start in due order and the marker scheduled now is due after all of them.
+/// With one worker thread, returns once every run due by now has finished (and
+/// left `len`): runs start in due order, one after the other, and the marker
+/// scheduled now is due after all of them.
 fn settle(s: &Scheduler, clock: &MockClock) {
     let (tx, rx) = mpsc::channel();
     let marker = s.schedule_at(clock.now(), move || tx.send(()).unwrap());
@@ -35,7 +36,7 @@ fn settle(s: &Scheduler, clock: &MockClock) {
     s.cancel(marker); // it ran; this takes it out of `len` if its run has not quite ended
 }
 
-/// Waits for `cond` (fails the test after `WAIT`).
+/// Waits for `cond`, which no event announces (fails the test after `WAIT`).
 fn wait_until(what: &str, cond: impl Fn() -> bool) {
     let end = Instant::now() + WAIT;
     while !cond() {
@@ -44,11 +45,18 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
-/// Joins `t`, failing the test if it has not finished within `WAIT` (a hang
-/// fails instead of blocking the suite).
-fn join<T>(t: thread::JoinHandle<T>) -> T {
-    wait_until("the thread finishes", || t.is_finished());
-    t.join().unwrap()
+/// Runs `f` on a new thread; [`join`] its result.
+fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Receiver<T> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || tx.send(f()).unwrap());
+    rx
+}
+
+/// The result of a [`spawn`]ed thread, failing the test if it does not come
+/// within `WAIT` (a hang fails instead of blocking the suite) or the thread
+/// panicked.
+fn join<T>(t: Receiver<T>) -> T {
+    t.recv_timeout(WAIT).expect("the thread hung or panicked")
 }
 
 /// A callback that sends the mock time of each run, relative to `start`.
@@ -59,6 +67,24 @@ fn stamp(clock: &MockClock, start: Instant, tx: Sender<Duration>) -> impl FnMut(
 
 fn drain<T>(rx: &Receiver<T>) -> Vec<T> {
     rx.try_iter().collect()
+}
+
+/// The runs reported to `rx` by now, then after each of `steps` half-second
+/// steps of the clock (one worker thread).
+fn runs_by_step(
+    s: &Scheduler,
+    clock: &MockClock,
+    rx: &Receiver<Duration>,
+    steps: usize,
+) -> Vec<Vec<Duration>> {
+    settle(s, clock);
+    let mut runs = vec![drain(rx)];
+    for _ in 0..steps {
+        clock.advance(ms(500));
+        settle(s, clock);
+        runs.push(drain(rx));
+    }
+    runs
 }
 
 #[test]
@@ -73,7 +99,8 @@ fn one_shot_runs_when_due_and_not_before() {
     assert_eq!(s.len(), 1);
     clock.advance(ms(1));
     assert_eq!(rx.recv_timeout(WAIT), Ok(secs(10)));
-    wait_until("the one-shot is finished", || s.is_empty());
+    settle(&s, &clock);
+    assert!(s.is_empty());
 }
 
 #[test]
@@ -140,7 +167,7 @@ fn a_when_too_far_never_runs_stays_counted_and_cancellable() {
     clock.advance(secs(100 * 365 * 86_400));
     settle(&s, &clock);
     assert_eq!(ran.load(Ordering::SeqCst), 1);
-    wait_until("only the three timers are left", || s.len() == 3);
+    assert_eq!(s.len(), 3);
     assert!(s.cancel(a));
     assert!(s.cancel(b));
     assert!(s.cancel(c));
@@ -158,7 +185,7 @@ fn a_zero_interval_runs_once() {
         settle(&s, &clock);
     }
     assert_eq!(drain(&rx), vec![secs(1)]);
-    wait_until("the timer is finished", || s.is_empty());
+    assert!(s.is_empty());
     assert!(!s.cancel(id));
 }
 
@@ -181,7 +208,7 @@ fn cancel_of_a_finished_or_foreign_timer_is_false() {
     let (other, _) = mock(1);
     let done = s.schedule_at(clock.now(), || {});
     settle(&s, &clock);
-    wait_until("the one-shot is finished", || s.is_empty());
+    assert!(s.is_empty());
     assert!(!s.cancel(done));
     let theirs = other.schedule_after(secs(60), || {});
     assert!(!s.cancel(theirs));
@@ -263,10 +290,10 @@ fn len_counts_pending_running_and_repeating_timers() {
     assert_eq!(s.len(), 3);
     clock.advance(secs(1));
     settle(&s, &clock);
-    wait_until("one one-shot is finished", || s.len() == 2);
+    assert_eq!(s.len(), 2);
     clock.advance(secs(1));
     settle(&s, &clock);
-    wait_until("both one-shots are finished", || s.len() == 1);
+    assert_eq!(s.len(), 1);
     assert!(s.cancel(every));
     assert_eq!(s.len(), 0);
 }
@@ -297,14 +324,7 @@ fn more_than_10s_late(missed: MissedTicks) -> Vec<Vec<Duration>> {
     let (tx, rx) = mpsc::channel();
     s.schedule_every(start + secs(1), secs(1), missed, stamp(&clock, start, tx));
     clock.advance(ms(12_500));
-    settle(&s, &clock);
-    let mut runs = vec![drain(&rx)];
-    for _ in 0..4 {
-        clock.advance(ms(500));
-        settle(&s, &clock);
-        runs.push(drain(&rx));
-    }
-    runs
+    runs_by_step(&s, &clock, &rx, 4)
 }
 
 #[test]
@@ -349,14 +369,7 @@ fn slow_first_run(missed: MissedTicks) -> Vec<Vec<Duration>> {
     started.recv_timeout(WAIT).unwrap();
     clock.advance(ms(2_500)); // the callback is still running
     open.send(()).unwrap();
-    settle(&s, &clock);
-    let mut runs = vec![drain(&rx)];
-    for _ in 0..3 {
-        clock.advance(ms(500));
-        settle(&s, &clock);
-        runs.push(drain(&rx));
-    }
-    runs
+    runs_by_step(&s, &clock, &rx, 3)
 }
 
 #[test]
@@ -426,14 +439,19 @@ fn a_repeating_timer_never_runs_concurrently_with_itself() {
     let runs = Arc::new(AtomicUsize::new(0));
     let (started_tx, started) = mpsc::channel();
     let (open, gate) = mpsc::channel::<()>();
+    let (burst_tx, burst) = mpsc::channel();
     let (i, o, r) = (inside.clone(), overlaps.clone(), runs.clone());
     let id = s.schedule_every(clock.now() + ms(1), ms(1), MissedTicks::Burst, move || {
         if i.swap(true, Ordering::SeqCst) {
             o.fetch_add(1, Ordering::SeqCst);
         }
-        if r.fetch_add(1, Ordering::SeqCst) == 0 {
-            started_tx.send(()).unwrap();
-            gate.recv().unwrap();
+        match r.fetch_add(1, Ordering::SeqCst) {
+            0 => {
+                started_tx.send(()).unwrap();
+                gate.recv().unwrap();
+            }
+            1023 => burst_tx.send(()).unwrap(),
+            _ => {}
         }
         i.store(false, Ordering::SeqCst);
     });
@@ -446,7 +464,7 @@ fn a_repeating_timer_never_runs_concurrently_with_itself() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     open.send(()).unwrap();
     // The late first run is followed by a capped burst of 1023 more.
-    wait_until("the burst is over", || runs.load(Ordering::SeqCst) == 1024);
+    burst.recv_timeout(WAIT).expect("the burst did not run");
     for _ in 0..50 {
         clock.advance(ms(3));
     }
@@ -509,7 +527,7 @@ fn shutdown_waits_for_running_callbacks() {
     started.recv_timeout(WAIT).unwrap();
     let s2 = s.clone();
     let f2 = finished.clone();
-    let stopper = thread::spawn(move || {
+    let stopper = spawn(move || {
         s2.shutdown();
         f2.load(Ordering::SeqCst) // must be true: shutdown waited
     });
@@ -546,9 +564,9 @@ fn no_callback_starts_after_shutdown_returns() {
 fn shutdown_is_idempotent_and_later_timers_never_run() {
     let (s, clock) = mock(2);
     let s2 = s.clone();
-    let t = thread::spawn(move || s2.shutdown());
+    let t = spawn(move || s2.shutdown());
     let s3 = s.clone();
-    join(thread::spawn(move || {
+    join(spawn(move || {
         s3.shutdown();
         s3.shutdown();
     }));
@@ -574,6 +592,30 @@ fn shutdown_from_inside_a_callback_returns() {
 }
 
 #[test]
+fn callbacks_shutting_down_at_once_do_not_wait_for_each_other() {
+    let (s, clock) = mock(2);
+    let both_running = Arc::new(Barrier::new(2));
+    let (tx, rx) = mpsc::channel();
+    for name in ["a", "b"] {
+        let (s2, both, tx) = (s.clone(), both_running.clone(), tx.clone());
+        s.schedule_at(clock.now(), move || {
+            both.wait();
+            s2.shutdown(); // each waits for every callback not itself shutting down
+            tx.send(name).unwrap();
+        });
+    }
+    let mut returned: Vec<_> = (0..2).filter_map(|_| rx.recv_timeout(WAIT).ok()).collect();
+    if returned.len() < 2 {
+        std::mem::forget(s); // dropping it would hang on the deadlocked callbacks
+        panic!("shutdown from two callbacks at once deadlocked: {returned:?} returned");
+    }
+    returned.sort();
+    assert_eq!(returned, ["a", "b"]);
+    s.shutdown(); // and from outside, after them
+    assert!(s.is_empty());
+}
+
+#[test]
 fn dropping_the_last_handle_shuts_down_even_inside_a_callback() {
     let (s, clock) = mock(1);
     let token = Arc::new(());
@@ -589,7 +631,7 @@ fn dropping_the_last_handle_shuts_down_even_inside_a_callback() {
         tx.send("shut down").unwrap();
     });
     assert_eq!(rx.recv_timeout(WAIT), Ok("ran"));
-    join(thread::spawn(move || drop(s))); // not the last handle: returns at once
+    join(spawn(move || drop(s))); // not the last handle: returns at once
     open.send(()).unwrap();
     assert_eq!(rx.recv_timeout(WAIT), Ok("shut down"));
     assert_eq!(Arc::strong_count(&token), 1); // the pending timer was dropped
@@ -601,7 +643,7 @@ fn dropping_the_last_handle_drops_pending_timers() {
     let token = Arc::new(());
     let t = token.clone();
     s.schedule_after(secs(60), move || drop(t));
-    join(thread::spawn(move || drop(s)));
+    join(spawn(move || drop(s)));
     assert_eq!(Arc::strong_count(&token), 1);
 }
 

@@ -13,13 +13,17 @@
 //! - `running` counts runs that passed the start check and have not finished;
 //!   once `shut_down` is set no run passes the start check, so `shutdown` waits
 //!   for `running` to drain and nothing starts after it returns.
+//! - `stuck` counts the runs blocked in a `shutdown` called from inside their
+//!   own callback (they cannot finish before it returns); `shutdown` waits while
+//!   `running > stuck`, so two callbacks shutting down at once do not wait for
+//!   each other forever.
 //!
 //! This layer uses the core through its public API, and the crate's `sync`
 //! facade for its own locks and condition variable (it is not one of the
 //! loom-checked protocols).
 
 use super::missed::MissedTicks;
-use crate::sync::{thread::JoinHandle, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
+use crate::sync::{lock, next_queue_id, thread::JoinHandle, AtomicU64, Condvar, Mutex, Ordering};
 use crate::{Clock, Key, Receiver, Sender};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -30,9 +34,6 @@ use std::time::{Duration, Instant};
 
 /// Ids handed to the dispatcher in one batch at most.
 const BATCH: usize = 256;
-
-/// Numbers schedulers, so that a [`TimerId`] of one never names a timer of another.
-static SCHEDULERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 thread_local! {
     /// The schedulers whose callbacks run on this thread right now (a callback
@@ -159,7 +160,7 @@ pub(super) struct Inner {
     rx: Receiver<u64>,
     pool: rayon::ThreadPool,
     state: Mutex<State>,
-    /// Signalled when `running` drops.
+    /// Signalled when `running` drops or `stuck` rises.
     idle: Condvar,
     /// Runs handed out by the dispatcher, in due order; each pool job takes the
     /// front one, so runs start in this order whatever order the pool picks
@@ -173,6 +174,8 @@ pub(super) struct Inner {
 struct State {
     timers: HashMap<u64, Entry>,
     running: usize,
+    /// Runs blocked in `shutdown` from inside their own callback.
+    stuck: usize,
     shut_down: bool,
 }
 
@@ -198,11 +201,6 @@ struct Run {
     due: Instant,
     every: Option<(Duration, MissedTicks)>,
     task: Task,
-}
-
-/// Locks `m`, ignoring poisoning: no user code runs under these locks.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Marks this thread as running a callback of scheduler `id` until dropped.
@@ -234,13 +232,14 @@ impl Drop for RunningHere {
 impl Inner {
     pub(super) fn new(clock: Clock, tx: Sender<u64>, rx: Receiver<u64>, pool: rayon::ThreadPool) -> Inner {
         Inner {
-            // Relaxed: a unique number is all we need.
-            id: SCHEDULERS.fetch_add(1, Ordering::Relaxed),
+            // Process-wide unique, so that a `TimerId` of one scheduler never
+            // names a timer of another.
+            id: next_queue_id(),
             clock,
             tx,
             rx,
             pool,
-            state: Mutex::new(State { timers: HashMap::new(), running: 0, shut_down: false }),
+            state: Mutex::new(State { timers: HashMap::new(), running: 0, stuck: 0, shut_down: false }),
             idle: Condvar::new(),
             runs: Mutex::new(VecDeque::new()),
             next_seq: AtomicU64::new(0),
@@ -415,23 +414,34 @@ impl Inner {
             st.shut_down = true;
             std::mem::take(&mut st.timers)
         };
-        drop(timers);
+        drop(timers); // the callbacks' drops are user code: no lock held
         self.rx.close();
         drop(self.rx.take_pending());
-        let queued: Vec<Run> = lock(&self.runs).drain(..).collect();
-        drop(queued);
+        // Join the dispatcher before emptying `runs`, so that no run it hands
+        // out afterwards keeps a callback alive past this call.
         let dispatcher = lock(&self.dispatcher).take();
         if let Some(d) = dispatcher {
             if d.thread().id() != crate::sync::thread::current().id() {
                 let _ = d.join();
             }
         }
-        // A callback that shuts its own scheduler down waits for the others only.
+        let queued: Vec<Run> = lock(&self.runs).drain(..).collect();
+        drop(queued);
+        // A callback that shuts its own scheduler down cannot wait for itself,
+        // nor for another callback doing the same (it waits for us): both count
+        // as `stuck`, and we wait for the runs that are not.
         let mine = RunningHere::count(self.id);
         let mut st = lock(&self.state);
-        while st.running > mine {
+        if mine > 0 {
+            st.stuck += mine;
+            drop(st);
+            self.idle.notify_all(); // the others may stop waiting for us
+            st = lock(&self.state);
+        }
+        while st.running > st.stuck {
             st = self.idle.wait(st).unwrap_or_else(|p| p.into_inner());
         }
+        st.stuck -= mine;
     }
 }
 
@@ -525,8 +535,8 @@ impl Scheduler {
     /// s.schedule_after(Duration::from_millis(10), move || tx.send(start.elapsed()).unwrap());
     /// assert!(rx.recv().unwrap() >= Duration::from_millis(10));
     ///
-    /// s.schedule_after(Duration::MAX, || unreachable!()); // never due; no panic
-    /// assert_eq!(s.len(), 1);
+    /// let never = s.schedule_after(Duration::MAX, || unreachable!()); // never due; no panic
+    /// assert!(s.cancel(never)); // it was pending
     /// ```
     pub fn schedule_after(&self, delay: Duration, f: impl FnOnce() + Send + 'static) -> TimerId {
         let when = self.inner().clock.now().checked_add(delay);
@@ -631,13 +641,16 @@ impl Scheduler {
     ///
     /// ```
     /// use delayq::timer::Scheduler;
+    /// use std::sync::mpsc;
     /// use std::time::Duration;
     ///
-    /// let s = Scheduler::new();
+    /// // One worker runs callbacks in due order: once the second has run, the
+    /// // first has panicked and been counted.
+    /// let s = Scheduler::builder().threads(1).build().unwrap();
     /// s.schedule_after(Duration::ZERO, || panic!("boom"));
-    /// while s.len() > 0 {
-    ///     std::thread::yield_now();
-    /// }
+    /// let (tx, rx) = mpsc::channel();
+    /// s.schedule_after(Duration::from_millis(1), move || tx.send(()).unwrap());
+    /// rx.recv().unwrap();
     /// assert_eq!(s.panicked(), 1);
     /// ```
     pub fn panicked(&self) -> u64 {

@@ -10,6 +10,9 @@
 //!   delay queue and its ready time; only the mover (an item arrived) and shut
 //!   down (all dropped, counted) remove entries, so every delayed item ends up
 //!   added or counted in `dropped_delayed`.
+//! - No item is dropped under the lock: an item's `Drop` is user code, and may
+//!   even drop the last handle (which takes the lock to shut down). Copies that
+//!   are not kept are collected and dropped once the lock is released.
 //!
 //! This layer uses the core through its API (plus the crate's mock-clock
 //! listener hook, whose listeners run in subscription order: the queue's own
@@ -18,7 +21,7 @@
 
 use super::rate_limiter::RateLimiter;
 use super::stats::{Samples, Stats};
-use crate::sync::{thread::JoinHandle, Condvar, Mutex, MutexGuard};
+use crate::sync::{lock, thread::JoinHandle, Condvar, Mutex, MutexGuard};
 use crate::{Clock, Key, Receiver, Sender};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -167,10 +170,6 @@ struct Waiting {
     ready: Option<Instant>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     cv.wait(guard).unwrap_or_else(|p| p.into_inner())
 }
@@ -219,20 +218,29 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
     /// shut down closes and empties the delay queue.
     pub(super) fn run_mover(self: Arc<Self>) {
         let mut due = Vec::with_capacity(BATCH);
+        let mut unused = Vec::new();
         while self.rx.recv_many(&mut due, BATCH).is_ok() {
             let mut added = 0;
             {
                 let mut st = lock(&self.state);
                 let now = self.clock.now();
                 for item in due.drain(..) {
-                    // No entry: shut down dropped (and counted) it already.
-                    if st.waiting.remove(&item).is_some() && self.add_locked(&mut st, item, now) {
-                        added += 1;
+                    match st.waiting.remove_entry(&item) {
+                        Some((copy, _)) => {
+                            unused.push(copy);
+                            if Inner::add_locked(&mut st, item, now, &mut unused) {
+                                added += 1;
+                            }
+                        }
+                        // Shut down dropped (and counted) it already.
+                        None => unused.push(item),
                     }
                 }
             }
             self.wake_getters(added);
             self.moved.notify_all();
+            // With no lock held; this may drop the last handle (see `Handle`).
+            unused.clear();
         }
     }
 
@@ -252,9 +260,12 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
         }
     }
 
-    /// client-go's `Add`, under the lock. `true` if the FIFO grew.
-    fn add_locked(&self, st: &mut State<K>, item: K, now: Instant) -> bool {
+    /// client-go's `Add`, under the lock. `true` if the FIFO grew. An item not
+    /// kept (shutting down, or dirty already) goes to `unused`, for the caller
+    /// to drop once the lock is released.
+    fn add_locked(st: &mut State<K>, item: K, now: Instant, unused: &mut Vec<K>) -> bool {
         if st.shutting_down || st.dirty.contains_key(&item) {
+            unused.push(item);
             return false;
         }
         st.adds += 1;
@@ -276,23 +287,27 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
     }
 
     fn add(&self, item: K) {
+        let mut unused = Vec::new();
         let added = {
             let mut st = lock(&self.state);
             let now = self.clock.now();
-            self.add_locked(&mut st, item, now)
+            Inner::add_locked(&mut st, item, now, &mut unused)
         };
         self.wake_getters(usize::from(added));
+        drop(unused);
     }
 
     fn add_after(&self, item: K, delay: Duration) {
+        let mut unused = Vec::new();
         let mut st = lock(&self.state);
         if st.shutting_down {
+            drop(st);
             return;
         }
         st.retries += 1;
         let now = self.clock.now();
         if delay.is_zero() {
-            let added = self.add_locked(&mut st, item, now);
+            let added = Inner::add_locked(&mut st, item, now, &mut unused);
             drop(st);
             self.wake_getters(usize::from(added));
             return;
@@ -306,6 +321,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
                     w.ready = ready;
                 }
             }
+            drop(st);
             return;
         }
         // Sent under the lock, so that the mover finds the entry. An unbounded
@@ -318,8 +334,14 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
             Ok(key) => {
                 st.waiting.insert(item, Waiting { key, ready });
             }
-            Err(_) => st.dropped_delayed += 1, // closed: only by shut down, checked above
+            // Closed: only by shut down, checked above.
+            Err(e) => {
+                st.dropped_delayed += 1;
+                unused.extend([item, e.0]);
+            }
         }
+        drop(st);
+        drop(unused);
     }
 
     fn get(&self) -> Option<K> {
@@ -327,10 +349,16 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
         loop {
             if let Some(item) = st.queue.pop_front() {
                 let now = self.clock.now();
-                if let Some(added) = st.dirty.remove(&item) {
-                    st.latency.record(now.saturating_duration_since(added));
-                }
-                st.processing.insert(item.clone(), now);
+                // The dirty set's copy moves to the processing set: no clone,
+                // and nothing dropped under the lock. (Every queued item is dirty.)
+                let copy = match st.dirty.remove_entry(&item) {
+                    Some((copy, added)) => {
+                        st.latency.record(now.saturating_duration_since(added));
+                        copy
+                    }
+                    None => item.clone(),
+                };
+                st.processing.insert(copy, now);
                 return Some(item);
             }
             if st.shutting_down {
@@ -342,17 +370,27 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
 
     fn done(&self, item: &K) {
         let mut st = lock(&self.state);
-        let Some(started) = st.processing.remove(item) else { return };
+        let Some((copy, started)) = st.processing.remove_entry(item) else { return };
         let now = self.clock.now();
         st.work.record(now.saturating_duration_since(started));
-        if st.dirty.contains_key(item) {
-            st.queue.push_back(item.clone());
-            drop(st);
+        // The processing set's copy goes back to the FIFO, or is dropped
+        // once the lock is released.
+        let (requeued, unused) = if st.dirty.contains_key(&copy) {
+            st.queue.push_back(copy);
+            (true, None)
+        } else {
+            (false, Some(copy))
+        };
+        // Whether or not it was re-queued: a drain waits for `processing` only.
+        let idle = st.processing.is_empty();
+        drop(st);
+        if requeued {
             self.ready.notify_one();
-        } else if st.processing.is_empty() {
-            drop(st);
+        }
+        if idle {
             self.idle.notify_all();
         }
+        drop(unused);
     }
 
     pub(super) fn shut_down(&self, drain: bool) {
@@ -685,7 +723,10 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// `ShutDownWithDrain`: it waits for the items being processed, and
     /// returns at once if there are none; workers that go on calling `get`
     /// still receive the remaining ready items, and keep it waiting while they
-    /// process them). A later `shut_down` makes it return.
+    /// process them). It returns as soon as nothing is being processed, even if
+    /// a `done` put an item that was added again meanwhile back in the FIFO. A
+    /// later `shut_down` makes it return. Called by a worker that holds an item
+    /// it has not marked `done`, it waits for itself forever (as in client-go).
     ///
     /// # Examples
     ///

@@ -4,7 +4,7 @@
 //! The per-item limiters keep a failures map; its growth policy is in the
 //! `workqueue` module docs ("Failures map").
 
-use crate::sync::{Mutex, MutexGuard};
+use crate::sync::{lock, Mutex};
 use crate::Clock;
 use std::collections::HashMap;
 use std::fmt;
@@ -72,10 +72,6 @@ impl<K, R: RateLimiter<K> + ?Sized> RateLimiter<K> for Box<R> {
     fn num_requeues(&self, item: &K) -> usize {
         (**self).num_requeues(item)
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A `Duration` of `nanos` nanoseconds, saturating at `Duration::MAX`.
@@ -284,8 +280,11 @@ impl<K> fmt::Debug for FastSlow<K> {
 /// "theoretical arrival time" instead of a token count, so that waits are exact
 /// integer nanoseconds. Each `when` reserves the next slot `1/qps` after the
 /// last one (or now, if the bucket refilled); it waits for whatever of that slot
-/// lies beyond `burst` slots from now. It tracks no items: `forget` does nothing
-/// and `num_requeues` is 0.
+/// lies beyond `burst` slots from now. The arrival time is kept as a debt in
+/// `u128` nanoseconds past the last call, so no rate overflows an `Instant`:
+/// however low `qps`, the first `burst` calls never wait (a `1/qps` beyond
+/// `Duration::MAX` counts as `Duration::MAX`). It tracks no items: `forget`
+/// does nothing and `num_requeues` is 0.
 ///
 /// # Examples
 ///
@@ -306,12 +305,13 @@ pub struct TokenBucket {
     qps: f64,
     burst: usize,
     clock: Clock,
-    /// Time between two tokens: `1/qps`.
-    every: Duration,
+    /// Nanoseconds between two tokens: `1/qps`, at most `Duration::MAX`.
+    every: u128,
     /// `burst · every`: how far ahead of now reservations run free.
-    tolerance: Duration,
-    /// The end of the latest reserved slot.
-    tat: Mutex<Instant>,
+    tolerance: u128,
+    /// The time of the latest `when`, and how far past it the latest reserved
+    /// slot ends (nanoseconds): the theoretical arrival time, overflow-free.
+    debt: Mutex<(Instant, u128)>,
 }
 
 impl TokenBucket {
@@ -320,18 +320,21 @@ impl TokenBucket {
     /// # Panics
     ///
     /// If `qps` is not positive (or is NaN), or `burst` is 0: such a bucket
-    /// would never let anything through. An infinite `qps` never waits.
+    /// would never let anything through. An infinite `qps` never waits; a tiny
+    /// one lets `burst` through, then waits (up to `Duration::MAX`).
     ///
     /// # Examples
     ///
     /// ```
     /// use delayq::workqueue::{RateLimiter, TokenBucket};
-    /// use std::time::Duration;
+    /// use std::time::{Duration, Instant};
     ///
+    /// let made = Instant::now();
     /// let l = TokenBucket::new(1.0, 1);
     /// assert_eq!(l.when(&"a"), Duration::ZERO);
-    /// let wait = l.when(&"b"); // about a second, less the time since `new`
-    /// assert!(wait > Duration::from_millis(500) && wait <= Duration::from_secs(1));
+    /// let wait = l.when(&"b"); // a second, less the time since `new`
+    /// let second = Duration::from_secs(1);
+    /// assert!(wait <= second && wait >= second.saturating_sub(made.elapsed()));
     /// assert_eq!(l.num_requeues(&"a"), 0);
     /// ```
     #[track_caller]
@@ -357,28 +360,34 @@ impl TokenBucket {
     /// assert_eq!(l.when(&()), Duration::ZERO);
     /// assert_eq!(l.when(&()), Duration::from_millis(500));
     /// assert_eq!(l.when(&()), Duration::from_millis(1000));
+    ///
+    /// let glacial = TokenBucket::with_clock(1e-30, 2, MockClock::new());
+    /// assert_eq!(glacial.when(&()), Duration::ZERO); // the burst, however low the rate
+    /// assert_eq!(glacial.when(&()), Duration::ZERO);
+    /// assert_eq!(glacial.when(&()), Duration::MAX);
     /// ```
     #[track_caller]
     pub fn with_clock(qps: f64, burst: usize, clock: impl Into<Clock>) -> TokenBucket {
         assert!(qps > 0.0, "TokenBucket: qps must be positive (got {qps})");
         assert!(burst > 0, "TokenBucket: burst must be at least 1");
         let clock = clock.into();
-        let every = Duration::try_from_secs_f64(1.0 / qps).unwrap_or(Duration::MAX);
-        let tolerance = from_nanos(every.as_nanos().saturating_mul(burst as u128));
+        let every = Duration::try_from_secs_f64(1.0 / qps).unwrap_or(Duration::MAX).as_nanos();
+        let tolerance = every.saturating_mul(burst as u128);
         let now = clock.now();
-        TokenBucket { qps, burst, clock, every, tolerance, tat: Mutex::new(now) }
+        TokenBucket { qps, burst, clock, every, tolerance, debt: Mutex::new((now, 0)) }
     }
 }
 
 impl<K> RateLimiter<K> for TokenBucket {
     fn when(&self, _item: &K) -> Duration {
         let now = self.clock.now();
-        let mut tat = lock(&self.tat);
-        let Some(slot_end) = (*tat).max(now).checked_add(self.every) else {
-            return Duration::MAX; // a rate too low for `Instant`: never
-        };
-        *tat = slot_end;
-        (slot_end - now).saturating_sub(self.tolerance)
+        let mut debt = lock(&self.debt);
+        let (then, owed) = *debt;
+        // Time pays the debt off; a refilled bucket owes nothing.
+        let paid = now.saturating_duration_since(then).as_nanos();
+        let owed = owed.saturating_sub(paid).saturating_add(self.every);
+        *debt = (then.max(now), owed);
+        from_nanos(owed.saturating_sub(self.tolerance))
     }
     fn forget(&self, _item: &K) {}
     fn num_requeues(&self, _item: &K) -> usize {
