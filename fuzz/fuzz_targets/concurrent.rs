@@ -28,6 +28,8 @@ const MAX_OPS: usize = 64;
 
 #[derive(Arbitrary, Debug)]
 struct Input {
+    /// The timer index: the 4-ary heap, or the timing wheel (the default).
+    heap: bool,
     /// `None`: unbounded; `Some(c)`: bounded to `c % 16 + 1` (sends then never block).
     capacity: Option<u8>,
     /// The main thread keeps a receiver and drains the queue after the threads
@@ -129,7 +131,7 @@ fn worker(cx: &Ctx, mut tx: Option<Sender<Item>>, mut rx: Option<Receiver<Item>>
                 // its deadline is known to lie between two readings around it.
                 let (r, lo, hi) = match *op {
                     TOp::SendAt { .. } => {
-                        let t = cx.start + ms(u64::from(at_ms));
+                        let t = cx.start + ms(u64::from(at_ms % 40));
                         let r = if cx.bounded {
                             tx.try_send_at(item, t).map_err(|e| match e {
                                 TrySendError::Full(x) | TrySendError::Disconnected(x) => x,
@@ -140,7 +142,7 @@ fn worker(cx: &Ctx, mut tx: Option<Sender<Item>>, mut rx: Option<Receiver<Item>>
                         (r, cx.ticks.of(t), cx.ticks.of(t))
                     }
                     _ => {
-                        let d = ms(u64::from(at_ms));
+                        let d = ms(u64::from(at_ms % 40));
                         if cx.bounded {
                             let t = cx.clock.now() + d;
                             let r = tx.try_send_at(item, t).map_err(|e| match e {
@@ -176,7 +178,7 @@ fn worker(cx: &Ctx, mut tx: Option<Sender<Item>>, mut rx: Option<Receiver<Item>>
             TOp::Reschedule { which, at_ms } => {
                 let (Some(tx), false) = (&tx, mine.is_empty()) else { continue };
                 let (key, id) = mine[usize::from(which) % mine.len()];
-                let t = cx.start + ms(u64::from(at_ms));
+                let t = cx.start + ms(u64::from(at_ms % 40));
                 if tx.reschedule(key, t) {
                     log.push(Event::Rescheduled { id, deadline: cx.ticks.of(t) });
                 }
@@ -195,7 +197,7 @@ fn worker(cx: &Ctx, mut tx: Option<Sender<Item>>, mut rx: Option<Receiver<Item>>
                     }
                 }
             }
-            TOp::Advance { ms: n } => cx.clock.advance(ms(u64::from(n))),
+            TOp::Advance { ms: n } => cx.clock.advance(ms(u64::from(n % 20))),
             TOp::Peek => {
                 if let Some(rx) = &rx {
                     if let Some(t) = rx.peek_deadline() {
@@ -240,7 +242,7 @@ fuzz_target!(|input: Input| {
     let capacity = input.capacity.map(|c| usize::from(c % 16) + 1);
     let clock = MockClock::new();
     let start = clock.now();
-    let mut b = Builder::new().clock(clock.clone());
+    let mut b = Builder::new().clock(clock.clone()).timer_index(if input.heap { "heap" } else { "wheel" });
     if let Some(c) = capacity {
         b = b.capacity(c);
     }

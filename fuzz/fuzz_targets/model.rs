@@ -37,8 +37,21 @@ const MAX_PENDING: usize = 900;
 /// Handles of each kind alive at once.
 const MAX_HANDLES: usize = 8;
 
+/// Deadlines and delays: 0..40 ms, few enough values that equal deadlines and
+/// deadlines on a clock step are common.
+fn deadline_ms(n: u8) -> Duration {
+    ms(u64::from(n % 40))
+}
+
+/// Clock steps: 0..20 ms, so that items fall due a few at a time.
+fn step_ms(n: u8) -> Duration {
+    ms(u64::from(n % 20))
+}
+
 #[derive(Arbitrary, Debug)]
 struct Input {
+    /// The timer index: the 4-ary heap, or the timing wheel (the default).
+    heap: bool,
     /// `None`: unbounded; `Some(c)`: bounded to `c % 32 + 1`.
     capacity: Option<u8>,
     ops: Vec<Op>,
@@ -54,7 +67,8 @@ enum Delay {
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    /// `send_at(start + at_ms)`; skipped where it would block (bounded and full).
+    /// `send_at(start + deadline_ms(at_ms))`; skipped where it would block (bounded
+    /// and full).
     SendAt {
         tx: u8,
         at_ms: u8,
@@ -80,7 +94,8 @@ enum Op {
     Advance {
         ms: u8,
     },
-    /// `MockClock::set(start + at_ms)`; earlier than now leaves the time alone.
+    /// `MockClock::set(start + at_ms % 160 ms)`; earlier than now leaves the time
+    /// alone.
     Set {
         at_ms: u16,
     },
@@ -598,13 +613,13 @@ impl Harness {
     }
 
     fn run(&mut self, op: &Op) {
-        let at = |n: u8| self.start + ms(u64::from(n));
+        let at = |n: u8| self.start + deadline_ms(n);
         match *op {
             Op::SendAt { tx, at_ms } => self.send(tx, How::At(at(at_ms))),
             Op::SendAfter { tx, delay } => {
                 let d = match delay {
                     Delay::Zero => Duration::ZERO,
-                    Delay::Ms(n) => ms(u64::from(n)),
+                    Delay::Ms(n) => deadline_ms(n),
                     Delay::Far => Duration::MAX,
                 };
                 self.send(tx, How::After(d))
@@ -612,8 +627,10 @@ impl Harness {
             Op::TrySendAt { tx, at_ms } => self.send(tx, How::TryAt(at(at_ms))),
             Op::Cancel { tx, key } => self.cancel(tx, key),
             Op::Reschedule { tx, key, at_ms } => self.reschedule(tx, key, at(at_ms)),
-            Op::Advance { ms: n } => self.step_clock(None, ms(u64::from(n))),
-            Op::Set { at_ms } => self.step_clock(Some(self.start + ms(u64::from(at_ms))), Duration::ZERO),
+            Op::Advance { ms: n } => self.step_clock(None, step_ms(n)),
+            Op::Set { at_ms } => {
+                self.step_clock(Some(self.start + ms(u64::from(at_ms % 160))), Duration::ZERO)
+            }
             Op::TryRecv { rx } => self.try_recv(rx),
             Op::RecvMany { rx, limit } => self.recv_many(rx, limit),
             Op::PeekDeadline { rx } => self.peek(rx),
@@ -671,7 +688,7 @@ fuzz_target!(|input: Input| {
     let capacity = input.capacity.map(|c| usize::from(c % 32) + 1);
     let clock = MockClock::new();
     let start = clock.now();
-    let mut b = Builder::new().clock(clock.clone());
+    let mut b = Builder::new().clock(clock.clone()).timer_index(if input.heap { "heap" } else { "wheel" });
     if let Some(c) = capacity {
         b = b.capacity(c);
     }
