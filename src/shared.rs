@@ -368,6 +368,9 @@ impl<T> Shared<T> {
         self.signals.dequeue.force();
         self.signals.producers.notify_all();
         self.signals.consumers.notify_all();
+        // A clock step waiting for a dequeue round must not wait for a proxy that
+        // is winding down.
+        self.signals.rounds.notify_all();
     }
 }
 

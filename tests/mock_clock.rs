@@ -257,9 +257,6 @@ fn a_step_never_reorders_items_sent_before_it() {
 /// return. Run on a helper thread so that a hang fails the test instead of
 /// blocking the suite.
 #[test]
-#[ignore = "BUG: MockClock::advance can hang forever when a queue on the clock disconnects during the \
-            step: Shared::disconnect does not wake `signals.rounds`, and the exiting dequeue proxy \
-            never finishes the round that clock_moved waits for"]
 fn queues_come_and_go_while_another_thread_steps_the_clock() {
     let (done_tx, done_rx) = mpsc::channel();
     thread::spawn(move || {
