@@ -24,11 +24,6 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
 fi
 cargo +nightly fuzz --version
 
-# Known bug (fuzz/README.md, "Known failures"): peek_deadline and take_pending put
-# items already staged in the egress ring before earlier-deadline items that
-# arrived already due. Accept that behaviour (still checked exactly against the
-# model) until it is fixed; then delete this line.
-export DELAYQ_FUZZ_STAGED_FIRST="${DELAYQ_FUZZ_STAGED_FIRST:-1}"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -89,22 +89,27 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                     done.push(Done::Flag(answer, moved));
                 }
                 Cmd::Peek { answer } => {
+                    // The ring is in delivery order, not always deadline order (an
+                    // item that arrives already due follows those moved before it):
+                    // look at all of it.
+                    let mut min = t.index.peek();
                     // SAFETY: only the dequeue proxy pushes to the egress ring, and
                     // it does so holding the timers lock, which we hold.
-                    let staged = unsafe { shared.egress.peek_with(|&(d, _)| d) };
-                    let head = t.index.peek();
-                    done.push(Done::Tick(answer, staged.or(head)));
+                    unsafe { shared.egress.scan(|&(d, _, _)| min = Some(min.map_or(d, |m| m.min(d)))) };
+                    done.push(Done::Tick(answer, min));
                 }
                 Cmd::Sync { answer } => done.push(Done::Unit(answer)),
                 Cmd::TakePending { answer } => {
-                    // Staged items are older than any in the index: they go first.
                     let mut all = Vec::new();
                     while let Some(x) = shared.egress.pop() {
                         all.push(x);
                     }
                     all.extend(t.index.take_all());
+                    // The ring is in delivery order: an item that arrived already
+                    // due can follow later deadlines there. Keys make it exact.
+                    all.sort_unstable_by_key(|&(d, k, _)| (d, k));
                     released += all.len();
-                    done.push(Done::All(answer, all));
+                    done.push(Done::All(answer, all.into_iter().map(|(d, _, item)| (d, item)).collect()));
                 }
             }
         }
@@ -144,8 +149,8 @@ fn wind_down<T>(shared: &Shared<T>) {
                 Cmd::Sync { answer } => done.push(Done::Unit(answer)),
             }
         }
-        dropped.extend(t.index.take_all().into_iter().map(|(_, item)| item));
-        while let Some((_, item)) = shared.egress.pop() {
+        dropped.extend(t.index.take_all().into_iter().map(|(_, _, item)| item));
+        while let Some((_, _, item)) = shared.egress.pop() {
             dropped.push(item);
         }
     }

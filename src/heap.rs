@@ -142,7 +142,7 @@ impl<T> HeapIndex<T> {
     }
 
     /// Removes the earliest item if its deadline is `<= now`.
-    pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, T)> {
+    pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, u64, T)> {
         loop {
             self.skip_tombstones();
             let top = self.heap.peek()?;
@@ -154,13 +154,13 @@ impl<T> HeapIndex<T> {
             // costs one table lookup and keeps a miscount from taking a wrong item.
             if Entry::is_live(&self.entries, &top) {
                 let e = self.entries.remove(top.key)?;
-                return Some((e.deadline, e.item));
+                return Some((e.deadline, top.key, e.item));
             }
         }
     }
 
     /// Removes every item, in deadline order.
-    pub(crate) fn take_all(&mut self) -> Vec<(u64, T)> {
+    pub(crate) fn take_all(&mut self) -> Vec<(u64, u64, T)> {
         self.heap.clear();
         self.tombstones = 0;
         Entry::drain_sorted(&mut self.entries)

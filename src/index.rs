@@ -41,11 +41,12 @@ impl<T> Entry<T> {
         entries.get(n.key).is_some_and(|e| e.deadline == n.deadline)
     }
 
-    /// Empties the table, returning the items in `(deadline, key)` order.
-    pub(crate) fn drain_sorted(entries: &mut Slots<Entry<T>>) -> Vec<(u64, T)> {
+    /// Empties the table, returning `(deadline, key, item)` in `(deadline, key)`
+    /// order.
+    pub(crate) fn drain_sorted(entries: &mut Slots<Entry<T>>) -> Vec<(u64, u64, T)> {
         let mut all: Vec<_> = entries.drain().into_iter().map(|(k, e)| (e.deadline, k, e.item)).collect();
         all.sort_unstable_by_key(|&(d, k, _)| (d, k));
-        all.into_iter().map(|(d, _, item)| (d, item)).collect()
+        all
     }
 }
 
@@ -109,16 +110,16 @@ impl<T> Index<T> {
         }
     }
 
-    /// Removes the earliest item if its deadline is `<= now`.
-    pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, T)> {
+    /// Removes the earliest item if its deadline is `<= now`: `(deadline, key, item)`.
+    pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, u64, T)> {
         match self {
             Index::Heap(i) => i.pop_due(now),
             Index::Wheel(i) => i.pop_due(now),
         }
     }
 
-    /// Removes every item, in deadline order.
-    pub(crate) fn take_all(&mut self) -> Vec<(u64, T)> {
+    /// Removes every item, in `(deadline, key)` order: `(deadline, key, item)`.
+    pub(crate) fn take_all(&mut self) -> Vec<(u64, u64, T)> {
         match self {
             Index::Heap(i) => i.take_all(),
             Index::Wheel(i) => i.take_all(),
@@ -142,10 +143,10 @@ pub(crate) mod tests {
         assert!(!ix.reschedule(9, 5));
         assert_eq!(ix.peek(), Some(5));
         assert!(ix.next_wake().is_some_and(|w| w <= 5));
-        assert_eq!(ix.pop_due(4), None);
+        assert!(ix.pop_due(4).is_none());
         let mut out = vec![];
-        while let Some(x) = ix.pop_due(100) {
-            out.push(x);
+        while let Some((d, _, item)) = ix.pop_due(100) {
+            out.push((d, item));
         }
         assert_eq!(out, vec![(5, 300), (10, 200), (10, 500), (50, 100)]);
         // Rescheduled back and forth: one delivery, at the last deadline.
@@ -153,7 +154,7 @@ pub(crate) mod tests {
         assert!(ix.reschedule(7, 60));
         assert!(ix.reschedule(7, 40));
         assert!(ix.reschedule(7, 40));
-        assert_eq!(ix.pop_due(100), Some((40, 7)));
+        assert_eq!(ix.pop_due(100), Some((40, 7, 7)));
         assert_eq!(ix.pop_due(u64::MAX), None);
         assert_eq!(ix.peek(), None);
         // Past deadlines (before anything popped) and take_all order.
@@ -161,7 +162,7 @@ pub(crate) mod tests {
         ix.insert(9, 1_000_000_000, 9);
         ix.insert(10, 2, 10);
         ix.insert(11, u64::MAX, 11);
-        assert_eq!(ix.take_all(), vec![(2, 10), (3, 8), (1_000_000_000, 9), (u64::MAX, 11)]);
+        assert_eq!(ix.take_all(), vec![(2, 10, 10), (3, 8, 8), (1_000_000_000, 9, 9), (u64::MAX, 11, 11)]);
         assert_eq!(ix.pop_due(u64::MAX), None);
     }
 
@@ -180,7 +181,7 @@ pub(crate) mod tests {
             }
             Op::Cancel(k) => h.cancel(k),
             Op::Reschedule(k, d) => h.reschedule(k, d).then_some((d, k)),
-            Op::PopDue(now) => h.pop_due(now),
+            Op::PopDue(now) => h.pop_due(now).map(|(d, _, item)| (d, item)),
         }
     }
 
@@ -192,7 +193,7 @@ pub(crate) mod tests {
             }
             Op::Cancel(k) => w.cancel(k),
             Op::Reschedule(k, d) => w.reschedule(k, d).then_some((d, k)),
-            Op::PopDue(now) => w.pop_due(now),
+            Op::PopDue(now) => w.pop_due(now).map(|(d, _, item)| (d, item)),
         };
         w.check_invariants();
         r

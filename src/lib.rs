@@ -59,10 +59,12 @@
 //!   earlier deadline (or the same deadline and a smaller key) is in the timer
 //!   index, so due items leave in nondecreasing deadline order, equal deadlines in
 //!   key order (keys are numbered by the send; for one producer, its send order).
-//!   Each consumer sees nondecreasing deadlines. A send takes a few microseconds to
-//!   reach the index: an item sent with a deadline already past can follow items
-//!   delivered meanwhile. On a [`MockClock`] this is exact: every item sent before
-//!   a clock step is in the index before the proxy sees the step.
+//!   The exception is an item that reaches the index already due (sent with a past
+//!   deadline, or a send still in flight when its deadline passed; a send takes
+//!   microseconds to reach the index): it leaves after the items moved before it
+//!   arrived. So each consumer sees nondecreasing deadlines among items that were
+//!   in the index before they fell due. On a [`MockClock`] every item sent before a
+//!   clock step is in the index before the proxy sees the step.
 //! - **Exactly once**: every item sent is exactly one of: received once, returned
 //!   by [`Sender::cancel`], handed back in a send error, returned by
 //!   [`Receiver::take_pending`], or dropped once when the last receiver goes.

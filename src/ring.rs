@@ -199,26 +199,26 @@ impl<T> Ring<T> {
         Ok(())
     }
 
-    /// Reads a field of the oldest value without taking it.
+    /// Calls `f` on every value waiting in the ring, oldest first, without
+    /// taking them (a value popped meanwhile may or may not be seen).
     ///
     /// # Safety
     /// No push may run concurrently (the caller excludes the ring's producers), and
-    /// `f` may only copy plain data out of the value: a concurrent pop may move the
+    /// `f` may only copy plain data out of the values: a concurrent pop may move a
     /// value out while `f` reads it, which is sound only because nobody writes the
     /// slot until the next push.
-    pub(crate) unsafe fn peek_with<R>(&self, f: impl Fn(&T) -> R) -> Option<R> {
-        loop {
-            // Acquire: orders the stamp read after the head that names the slot.
-            let head = self.head.load(Ordering::Acquire);
-            let slot = &self.slots[head & self.mask];
-            if slot.stamp.load(Ordering::Acquire) != head + 1 {
-                return None;
-            }
-            // SAFETY: the stamp says the push of `head` completed, and no push runs
-            // (caller's duty), so the bytes stay those of an initialised value.
-            let r = slot.value.with(|p| unsafe { f((*p).assume_init_ref()) });
-            if self.head.load(Ordering::Acquire) == head {
-                return Some(r);
+    pub(crate) unsafe fn scan(&self, mut f: impl FnMut(&T)) {
+        // Acquire: orders the stamp reads after the positions that name the slots.
+        let head = self.head.load(Ordering::Acquire);
+        let tail = self.tail.load(Ordering::Acquire) & !CLOSED;
+        for pos in head..tail {
+            let slot = &self.slots[pos & self.mask];
+            // Acquire: pairs with the Release stamp store of the push of `pos`.
+            if slot.stamp.load(Ordering::Acquire) == pos + 1 {
+                // SAFETY: the stamp says the push of `pos` completed, and no push
+                // runs (caller's duty), so the bytes stay those of an initialised
+                // value even if a pop takes it now.
+                slot.value.with(|p| f(unsafe { (*p).assume_init_ref() }));
             }
         }
     }

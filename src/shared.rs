@@ -100,7 +100,8 @@ pub(crate) struct Shared<T> {
     pub(crate) closed: AtomicBool,
     pub(crate) disconnected: AtomicBool,
     pub(crate) ingress: Ingress<Cmd<T>>,
-    pub(crate) egress: Ring<(u64, T)>,
+    /// Due items: `(deadline, key, item)`, in the order the dequeue proxy moved them.
+    pub(crate) egress: Ring<(u64, u64, T)>,
     pub(crate) timers: Mutex<Timers<T>>,
     pub(crate) signals: Arc<Signals>,
     pub(crate) clock: Clock,
@@ -299,7 +300,7 @@ impl<T> Shared<T> {
 
     /// Takes one due item, if the egress ring has one.
     pub(crate) fn try_take(&self) -> Option<T> {
-        let (_, item) = self.egress.pop()?;
+        let (_, _, item) = self.egress.pop()?;
         self.taken(1);
         Some(item)
     }
@@ -309,7 +310,7 @@ impl<T> Shared<T> {
         let mut n = 0;
         while n < limit {
             match self.egress.pop() {
-                Some((_, item)) => {
+                Some((_, _, item)) => {
                     buf.push(item);
                     n += 1;
                 }

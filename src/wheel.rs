@@ -126,7 +126,7 @@ impl<T> WheelIndex<T> {
         }
     }
 
-    pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, T)> {
+    pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, u64, T)> {
         loop {
             self.skip_dead_ready();
             if let Some(n) = self.ready.peek() {
@@ -145,7 +145,7 @@ impl<T> WheelIndex<T> {
         }
     }
 
-    pub(crate) fn take_all(&mut self) -> Vec<(u64, T)> {
+    pub(crate) fn take_all(&mut self) -> Vec<(u64, u64, T)> {
         for s in &mut self.slots {
             *s = Vec::new();
         }
@@ -155,7 +155,7 @@ impl<T> WheelIndex<T> {
         Entry::drain_sorted(&mut self.entries)
     }
 
-    fn take_ready(&mut self, n: Node, now: u64) -> Option<(u64, T)> {
+    fn take_ready(&mut self, n: Node, now: u64) -> Option<(u64, u64, T)> {
         if n.deadline > now {
             return None;
         }
@@ -163,7 +163,7 @@ impl<T> WheelIndex<T> {
         self.nodes -= 1;
         // `skip_dead_ready` ran just before: the top is live.
         let e = self.entries.remove(n.key)?;
-        Some((e.deadline, e.item))
+        Some((e.deadline, n.key, e.item))
     }
 
     fn skip_dead_ready(&mut self) {
@@ -318,7 +318,7 @@ mod tests {
         }
         let mut last = (0, 0);
         for i in 0..100_000 {
-            let (d, k) = w.pop_due(u64::MAX).expect("item");
+            let (d, k, _) = w.pop_due(u64::MAX).expect("item");
             assert!((d, k) >= last, "out of order at {i}");
             last = (d, k);
             assert!(w.ready.len() < 1000, "ready grew to {}", w.ready.len());

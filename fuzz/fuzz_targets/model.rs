@@ -336,16 +336,6 @@ impl Model {
     }
 }
 
-/// `DELAYQ_FUZZ_STAGED_FIRST=1` accepts the current behaviour of `peek_deadline`
-/// and `take_pending` where it breaks their documented deadline order: items
-/// already in the egress ring come first, before earlier-deadline items that
-/// arrived already due (see fuzz/README.md). The state-set model still checks it
-/// exactly. Unset, the documented order is checked.
-fn staged_first() -> bool {
-    static FLAG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FLAG.get_or_init(|| std::env::var_os("DELAYQ_FUZZ_STAGED_FIRST").is_some_and(|v| v == "1"))
-}
-
 struct Harness {
     clock: MockClock,
     start: Instant,
@@ -555,16 +545,8 @@ impl Harness {
         let Some(rx) = pick(&self.rxs, rx).cloned() else { return };
         let got = rx.peek_deadline().map(|t| self.m.ticks.of(t));
         self.m.synchronise();
-        if staged_first() {
-            let metas = self.m.metas.clone();
-            self.m.keep(&format!("peek_deadline = {got:?} (staged first)"), |s| {
-                let staged = s.egress.front().map(|id| metas[id].deadline);
-                got == staged.or(s.heap.first().map(|&(d, _, _)| d))
-            });
-        } else {
-            let want = self.m.pending.values().map(|m| m.deadline).min();
-            assert_eq!(got, want, "peek_deadline: not the earliest pending deadline");
-        }
+        let want = self.m.pending.values().map(|m| m.deadline).min();
+        assert_eq!(got, want, "peek_deadline: not the earliest pending deadline");
         self.m.settle(false);
     }
 
@@ -574,19 +556,7 @@ impl Harness {
         self.m.synchronise();
         let got: Vec<(u64, u32)> = got.into_iter().map(|(t, item)| (self.m.ticks.of(t), item.id)).collect();
         let want: Vec<(u64, u32)> = self.m.sorted_pending().into_iter().map(|(d, _, id)| (d, id)).collect();
-        if staged_first() {
-            let mut g = got.clone();
-            g.sort_unstable();
-            let mut w = want.clone();
-            w.sort_unstable();
-            assert_eq!(g, w, "take_pending: not every pending item, or wrong deadlines");
-            let ids: Vec<u32> = got.iter().map(|&(_, id)| id).collect();
-            self.m.keep("take_pending (staged first)", |s| {
-                s.egress.iter().copied().chain(s.heap.iter().map(|&(_, _, id)| id)).eq(ids.iter().copied())
-            });
-        } else {
-            assert_eq!(got, want, "take_pending: not every pending item in deadline order");
-        }
+        assert_eq!(got, want, "take_pending: not every pending item in deadline order");
         self.m.pending.clear();
         self.m.keep("take_pending", |s| {
             s.egress.clear();
