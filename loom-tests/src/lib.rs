@@ -68,3 +68,42 @@ pub fn earlier_head_is_delivered_without_a_clock_step() {
     clock.advance(ms(10));
     assert_eq!(rx.try_recv(), Ok("later"));
 }
+
+/// Records which [`Tracked`] items were dropped, to check "dropped exactly once"
+/// across every shutdown path. A plain `std` mutex: loom runs one thread at a
+/// time and never switches inside this bookkeeping, so it adds no interleavings.
+#[derive(Clone, Debug, Default)]
+pub struct DropLog(Arc<std::sync::Mutex<Vec<u32>>>);
+
+impl DropLog {
+    /// A new, empty log.
+    pub fn new() -> Self {
+        DropLog::default()
+    }
+
+    /// An item that records its id here when dropped.
+    pub fn item(&self, id: u32) -> Tracked {
+        Tracked { id, log: self.clone() }
+    }
+
+    /// The ids dropped so far, sorted.
+    pub fn dropped(&self) -> Vec<u32> {
+        let mut v = self.0.lock().unwrap().clone();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// An item whose drop is recorded in a [`DropLog`].
+#[derive(Debug)]
+pub struct Tracked {
+    /// Which item this is.
+    pub id: u32,
+    log: DropLog,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.log.0.lock().unwrap().push(self.id);
+    }
+}
