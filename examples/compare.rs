@@ -304,7 +304,7 @@ fn main() {
 
 fn private_copy() -> PathBuf {
     let me = std::env::current_exe().expect("current_exe");
-    let copy = std::env::temp_dir().join(format!("delayq-compare-{}", std::process::id()));
+    let copy = std::env::temp_dir().join(format!("compare-child-{}", std::process::id()));
     match std::fs::copy(&me, &copy) {
         Ok(_) => copy,
         Err(e) => {

@@ -90,8 +90,8 @@ fn main() {
     );
     let came_due = start.elapsed() > Duration::from_micros(horizon_us);
     println!(
-        "scale: pending {pending}; RSS empty queue {}, with {pending} pending {}: {per_item:.1} bytes per pending item, \
-         {beyond:.1} beyond size_of::<u64>() = 8 (target ≤ 32): {}{}",
+        "scale: pending {pending}; RSS empty queue {}, with {pending} pending {}: {per_item:.2} bytes per pending item, \
+         {beyond:.2} beyond size_of::<u64>() = 8 (target ≤ 32): {}{}",
         sys::mib(rss_empty),
         sys::mib(rss_full),
         if beyond <= 32.0 { "PASS" } else { "FAIL" },

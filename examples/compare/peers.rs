@@ -283,6 +283,7 @@ fn tokio_plumbing(p: usize, c: usize) -> Plumbing {
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Item>();
     let (fwd, out) = crossbeam_channel::unbounded::<Item>();
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
     let driver = std::thread::Builder::new()
         .name("tokio-dq".into())
         .spawn(move || {
@@ -316,7 +317,10 @@ fn tokio_plumbing(p: usize, c: usize) -> Plumbing {
                 })
                 .await;
             });
-            // `fwd` drops here: consumers see the disconnect once drained.
+            // `fwd` dropped with the future: consumers see the disconnect once
+            // drained. Stay alive until `on_finish` so the harness can read this
+            // thread's CPU time.
+            let _ = stop_rx.recv();
         })
         .expect("spawn tokio driver");
     let senders = (0..p)
@@ -337,7 +341,10 @@ fn tokio_plumbing(p: usize, c: usize) -> Plumbing {
         senders,
         receivers,
         on_producers_done: Box::new(|| {}),
-        on_finish: Box::new(move || driver.join().expect("tokio driver panicked")),
+        on_finish: Box::new(move || {
+            drop(stop_tx);
+            driver.join().expect("tokio driver panicked")
+        }),
     }
 }
 

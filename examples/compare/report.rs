@@ -38,6 +38,8 @@ pub struct Measured {
     pub throughput: f64,
     pub wall_s: f64,
     pub cpu_s: f64,
+    /// CPU of the implementation's own threads (see `Outcome::helper_cpu`).
+    pub helper_cpu_s: f64,
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub p999_ns: u64,
@@ -64,6 +66,7 @@ impl Measured {
             throughput: o.received as f64 / secs,
             wall_s: secs,
             cpu_s: o.cpu.as_secs_f64(),
+            helper_cpu_s: o.helper_cpu.as_secs_f64(),
             p50_ns: o.late.quantile(0.5),
             p99_ns: o.late.quantile(0.99),
             p999_ns: o.late.quantile(0.999),
@@ -81,11 +84,12 @@ impl Measured {
     pub fn encode(&self) -> String {
         let q: Vec<String> = self.quantiles.iter().map(|(x, v)| format!("{x:.2}:{v}")).collect();
         format!(
-            "n={} thr={} wall={} cpu={} p50={} p99={} p999={} max={} early={} earliest={} lost={} dup={} recv={} rss={} q={}",
+            "n={} thr={} wall={} cpu={} hcpu={} p50={} p99={} p999={} max={} early={} earliest={} lost={} dup={} recv={} rss={} q={}",
             self.n,
             self.throughput,
             self.wall_s,
             self.cpu_s,
+            self.helper_cpu_s,
             self.p50_ns,
             self.p99_ns,
             self.p999_ns,
@@ -117,6 +121,7 @@ impl Measured {
             throughput: f("thr")?,
             wall_s: f("wall")?,
             cpu_s: f("cpu")?,
+            helper_cpu_s: f("hcpu").unwrap_or(0.0),
             p50_ns: u("p50")?,
             p99_ns: u("p99")?,
             p999_ns: u("p999")?,
@@ -137,6 +142,10 @@ impl Measured {
 
     pub fn cpu_ns_per_item(&self) -> f64 {
         self.cpu_s * 1e9 / self.n.max(1) as f64
+    }
+
+    pub fn helper_ns_per_item(&self) -> f64 {
+        self.helper_cpu_s * 1e9 / self.n.max(1) as f64
     }
 }
 
@@ -261,7 +270,7 @@ pub fn write_all(dir: &Path, meta: &Meta, records: &[RunRecord]) -> std::io::Res
 fn csv(records: &[RunRecord]) -> String {
     let mut s = String::from(
         "kind,impl,producers,consumers,n,d_us,offered_per_s,repeat,status,items_per_s,wall_s,cpu_s,\
-         p50_ns,p99_ns,p999_ns,max_ns,early,earliest_ns,lost,duplicated,received,peak_rss_bytes\n",
+         p50_ns,p99_ns,p999_ns,max_ns,early,earliest_ns,lost,duplicated,received,peak_rss_bytes,helper_cpu_s\n",
     );
     for r in records {
         let head = format!(
@@ -279,7 +288,7 @@ fn csv(records: &[RunRecord]) -> String {
             Status::Ok(m) => {
                 let _ = writeln!(
                     s,
-                    "{head},{},{:.0},{:.4},{:.4},{},{},{},{},{},{},{},{},{},{}",
+                    "{head},{},{:.0},{:.4},{:.4},{},{},{},{},{},{},{},{},{},{},{:.4}",
                     if m.is_correct() { "ok" } else { "INCORRECT" },
                     m.throughput,
                     m.wall_s,
@@ -293,11 +302,12 @@ fn csv(records: &[RunRecord]) -> String {
                     m.lost,
                     m.duplicated,
                     m.received,
-                    m.peak_rss
+                    m.peak_rss,
+                    m.helper_cpu_s
                 );
             }
             Status::Failed(why) => {
-                let _ = writeln!(s, "{head},\"FAILED: {}\",,,,,,,,,,,,,", why.replace('"', "'"));
+                let _ = writeln!(s, "{head},\"FAILED: {}\",,,,,,,,,,,,,,", why.replace('"', "'"));
             }
         }
     }
@@ -310,7 +320,7 @@ fn detail_row(s: &mut String, label: &str, name: &str, grp: &Group<'_>) {
         Some(m) => {
             let _ = writeln!(
                 s,
-                "| {label} | {name}{flag} | {:.3} | {} | {} | {} | {} | {} | {} / {} | {:.1} | {:.0} | {:.2} |",
+                "| {label} | {name}{flag} | {:.3} | {} | {} | {} | {} | {} | {} / {} | {:.1} | {:.0} | {} | {:.2} |",
                 m.throughput / 1e6,
                 us(m.p50_ns),
                 us(m.p99_ns),
@@ -321,16 +331,17 @@ fn detail_row(s: &mut String, label: &str, name: &str, grp: &Group<'_>) {
                 m.duplicated,
                 m.peak_rss as f64 / (1024.0 * 1024.0),
                 m.cpu_ns_per_item(),
+                if m.helper_cpu_s > 0.0 { format!("{:.0}", m.helper_ns_per_item()) } else { "–".into() },
                 m.cpu_s / m.wall_s,
             );
         }
         None => {
-            let _ = writeln!(s, "| {label} | {name}{flag} | FAILED | | | | | | | | | |");
+            let _ = writeln!(s, "| {label} | {name}{flag} | FAILED | | | | | | | | | | |");
         }
     }
 }
 
-const DETAIL_HEAD: &str = "| config | implementation | M items/s | p50 µs | p99 µs | p999 µs | max µs | early | lost / dup | peak RSS MiB | CPU ns/item | cores busy |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+const DETAIL_HEAD: &str = "| config | implementation | M items/s | p50 µs | p99 µs | p999 µs | max µs | early | lost / dup | peak RSS MiB | CPU ns/item | of which queue threads | cores busy |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
 
 fn markdown(meta: &Meta, records: &[RunRecord], g: &BTreeMap<GroupKey, Group<'_>>) -> String {
     let mut s = String::new();
@@ -352,7 +363,7 @@ fn markdown(meta: &Meta, records: &[RunRecord], g: &BTreeMap<GroupKey, Group<'_>
     );
     let _ = writeln!(
         s,
-        "- Lateness = receive time − deadline. `channel` is crossbeam-channel `bounded(1024)` with no delay (always D = 0): the hand-off ceiling, its lateness is plain hand-off latency. Each run is a fresh child process; every run is checked for lost, duplicated and early items (⚠ marks a configuration where some repeat failed a check or did not finish).\n"
+        "- Lateness = receive time − deadline. `channel` is crossbeam-channel `bounded(1024)` with no delay (always D = 0): the hand-off ceiling, its lateness is plain hand-off latency. Each run is a fresh child process; every run is checked for lost, duplicated and early items (⚠ marks a configuration where some repeat failed a check or did not finish). CPU is the whole child process (producers, consumers and the queue); \"of which queue threads\" is the part spent in the implementation's own threads (delayq's two proxies, tokio-dq's driver).\n"
     );
 
     // Throughput matrix.
@@ -363,7 +374,7 @@ fn markdown(meta: &Meta, records: &[RunRecord], g: &BTreeMap<GroupKey, Group<'_>
         v.dedup();
         v
     };
-    let mut names: Vec<String> = g.keys().map(|k| k.3.clone()).collect();
+    let mut names: Vec<String> = g.keys().filter(|k| k.0 != Kind::Overload).map(|k| k.3.clone()).collect();
     names.sort_by_key(|n| order(n));
     names.dedup();
     let get = |kind: Kind, t: usize, d: Duration, name: &str| g.get(&(kind, t, d, name.to_owned()));
@@ -633,7 +644,7 @@ fn plot_throughput(path: &Path, g: &BTreeMap<GroupKey, Group<'_>>) -> PlotResult
         .filter(|(k, _)| k.0 == Kind::Matrix)
         .filter_map(|(_, v)| v.median.map(|m| m.throughput / 1e6))
         .fold(0.1f64, f64::max)
-        * 1.45;
+        * 1.7;
     let mut threads: Vec<usize> = g.keys().filter(|k| k.0 == Kind::Matrix).map(|k| k.1).collect();
     threads.sort();
     threads.dedup();

@@ -167,6 +167,9 @@ pub struct Outcome {
     pub earliest_ns: u64,
     pub late: Hist,
     pub peak_rss: u64,
+    /// CPU time of the implementation's own threads (delayq's proxies, the tokio
+    /// driver), from `/proc/self/task/*/schedstat`; zero for the peers without any.
+    pub helper_cpu: Duration,
 }
 
 pub type SendFn = Box<dyn FnMut(Item) + Send>;
@@ -195,24 +198,30 @@ pub fn run(cfg: &Config, plumbing: Plumbing) -> Outcome {
     let mut consumers = Vec::new();
     for mut recv in receivers {
         let barrier = barrier.clone();
-        consumers.push(thread::spawn(move || {
-            let mut s = Seen { ids: Vec::with_capacity(per_consumer), ..Seen::default() };
-            barrier.wait();
-            while let Some(item) = recv() {
-                let now = Instant::now();
-                match now.checked_duration_since(item.deadline) {
-                    Some(l) => s.late.record(l.as_nanos() as u64),
-                    None => {
-                        s.early += 1;
-                        s.earliest_ns = s.earliest_ns.max((item.deadline - now).as_nanos() as u64);
+        let name = format!("consumer-{}", consumers.len());
+        consumers.push(
+            thread::Builder::new()
+                .name(name)
+                .spawn(move || {
+                    let mut s = Seen { ids: Vec::with_capacity(per_consumer), ..Seen::default() };
+                    barrier.wait();
+                    while let Some(item) = recv() {
+                        let now = Instant::now();
+                        match now.checked_duration_since(item.deadline) {
+                            Some(l) => s.late.record(l.as_nanos() as u64),
+                            None => {
+                                s.early += 1;
+                                s.earliest_ns = s.earliest_ns.max((item.deadline - now).as_nanos() as u64);
+                            }
+                        }
+                        s.ids.push(item.id);
+                        s.last = Some(now);
                     }
-                }
-                s.ids.push(item.id);
-                s.last = Some(now);
-            }
-            drop(recv);
-            s
-        }));
+                    drop(recv);
+                    s
+                })
+                .expect("spawn consumer"),
+        );
     }
 
     let mut producers = Vec::new();
@@ -220,31 +229,36 @@ pub fn run(cfg: &Config, plumbing: Plumbing) -> Outcome {
         let barrier = barrier.clone();
         let start_cell = start_cell.clone();
         let cfg = *cfg;
-        producers.push(thread::spawn(move || {
-            let mut rng = Rng::new(p as u64 + 1);
-            let d = cfg.max_delay.as_nanos() as u64;
-            barrier.wait();
-            // Set before the barrier by the main thread.
-            let start = *start_cell.get().expect("start time set before the barrier");
-            let mut id = p;
-            let mut k = 0u64;
-            while id < cfg.items {
-                if let Pace::Rate(r) = cfg.pace {
-                    // Item k of producer p goes at slot k·P + p of the global schedule.
-                    let slot = (k * cfg.producers as u64 + p as u64) as f64;
-                    let at = start + Duration::from_secs_f64(slot / r);
-                    let now = Instant::now();
-                    if at > now {
-                        thread::sleep(at - now);
+        producers.push(
+            thread::Builder::new()
+                .name(format!("producer-{p}"))
+                .spawn(move || {
+                    let mut rng = Rng::new(p as u64 + 1);
+                    let d = cfg.max_delay.as_nanos() as u64;
+                    barrier.wait();
+                    // Set before the barrier by the main thread.
+                    let start = *start_cell.get().expect("start time set before the barrier");
+                    let mut id = p;
+                    let mut k = 0u64;
+                    while id < cfg.items {
+                        if let Pace::Rate(r) = cfg.pace {
+                            // Item k of producer p goes at slot k·P + p of the global schedule.
+                            let slot = (k * cfg.producers as u64 + p as u64) as f64;
+                            let at = start + Duration::from_secs_f64(slot / r);
+                            let now = Instant::now();
+                            if at > now {
+                                thread::sleep(at - now);
+                            }
+                        }
+                        let deadline = Instant::now() + Duration::from_nanos(rng.upto(d));
+                        send(Item { deadline, id: id as u32 });
+                        id += cfg.producers;
+                        k += 1;
                     }
-                }
-                let deadline = Instant::now() + Duration::from_nanos(rng.upto(d));
-                send(Item { deadline, id: id as u32 });
-                id += cfg.producers;
-                k += 1;
-            }
-            drop(send);
-        }));
+                    drop(send);
+                })
+                .expect("spawn producer"),
+        );
     }
 
     let cpu0 = crate::sys::rusage_cpu();
@@ -257,6 +271,12 @@ pub fn run(cfg: &Config, plumbing: Plumbing) -> Outcome {
     on_producers_done();
     let seen: Vec<Seen> = consumers.into_iter().map(|c| c.join().expect("a consumer panicked")).collect();
     let end = seen.iter().filter_map(|s| s.last).max().unwrap_or(start);
+    // Read before `on_finish`, which lets the helper threads exit.
+    let helper_ns: u64 = crate::sys::threads()
+        .iter()
+        .filter(|t| matches!(t.name.as_str(), "delayq-enqueue" | "delayq-dequeue" | "tokio-dq"))
+        .map(|t| t.cpu_ns)
+        .sum();
     on_finish();
     let cpu = crate::sys::rusage_cpu().saturating_sub(cpu0);
 
@@ -291,5 +311,6 @@ pub fn run(cfg: &Config, plumbing: Plumbing) -> Outcome {
         earliest_ns,
         late,
         peak_rss: crate::sys::peak_rss(),
+        helper_cpu: Duration::from_nanos(helper_ns),
     }
 }
