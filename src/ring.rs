@@ -138,6 +138,52 @@ impl<T> Ring<T> {
         }
     }
 
+    /// Pops up to `max` values with one CAS, oldest first, handing each to `f`.
+    /// Returns how many it popped (0 if the ring was empty).
+    pub(crate) fn pop_many(&self, max: usize, mut f: impl FnMut(T)) -> usize {
+        let max = max.min(self.mask + 1);
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            // Count the published values from `head` on.
+            let mut k = 0;
+            while k < max {
+                let pos = head + k;
+                // Acquire: pairs with the Release stamp store of the push of `pos`.
+                if self.slots[pos & self.mask].stamp.load(Ordering::Acquire) != pos + 1 {
+                    break;
+                }
+                k += 1;
+            }
+            if k == 0 {
+                // Acquire: as above.
+                if self.slots[head & self.mask].stamp.load(Ordering::Acquire) == head {
+                    return 0;
+                }
+                // Another consumer took `head`: start again from the new head.
+                spin();
+                head = self.head.load(Ordering::Relaxed);
+                continue;
+            }
+            // SeqCst: see `push`.
+            match self.head.compare_exchange_weak(head, head + k, Ordering::SeqCst, Ordering::Relaxed) {
+                Ok(_) => {
+                    for pos in head..head + k {
+                        let slot = &self.slots[pos & self.mask];
+                        // SAFETY: the CAS gave us positions `head..head + k`, whose
+                        // stamps said their pushes completed; each value is moved out
+                        // exactly once, by us.
+                        let value = slot.value.with(|p| unsafe { (*p).assume_init_read() });
+                        // Release: hands the emptied slot to the push one lap on.
+                        slot.stamp.store(pos + self.mask + 1, Ordering::Release);
+                        f(value);
+                    }
+                    return k;
+                }
+                Err(h) => head = h,
+            }
+        }
+    }
+
     /// `pop` for a ring with one consumer: the position is ours without a CAS.
     ///
     /// # Safety
@@ -257,5 +303,81 @@ impl<T> Drop for Ring<T> {
 impl<T> std::fmt::Debug for Ring<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ring").field("len", &self.len()).field("capacity", &self.capacity()).finish()
+    }
+}
+
+#[cfg(all(test, not(delayq_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn pop_many_takes_a_prefix_in_order() {
+        let r = Ring::new(8);
+        for i in 0..6 {
+            r.push(i).unwrap();
+        }
+        let mut got = vec![];
+        assert_eq!(r.pop_many(4, |v| got.push(v)), 4);
+        assert_eq!(r.pop_many(100, |v| got.push(v)), 2);
+        assert_eq!(r.pop_many(100, |v| got.push(v)), 0);
+        assert_eq!(got, vec![0, 1, 2, 3, 4, 5]);
+        for i in 6..14 {
+            r.push(i).unwrap();
+        }
+        assert!(matches!(r.push(99), Err(PushError::Full(99))));
+        assert_eq!(r.pop_many(100, |v| got.push(v)), 8);
+        assert_eq!(got, (0..14).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn concurrent_pushes_and_batch_pops_lose_and_duplicate_nothing() {
+        use std::sync::atomic::AtomicUsize;
+        const PER: usize = 20_000;
+        let r = Arc::new(Ring::new(64));
+        let taken = Arc::new(AtomicUsize::new(0));
+        let producers: Vec<_> = (0..2)
+            .map(|p| {
+                let r = r.clone();
+                std::thread::spawn(move || {
+                    for i in 0..PER {
+                        let mut v = p * PER + i;
+                        while let Err(PushError::Full(back)) = r.push(v) {
+                            v = back;
+                            std::thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let consumers: Vec<_> = (0..2)
+            .map(|c| {
+                let (r, taken) = (r.clone(), taken.clone());
+                std::thread::spawn(move || {
+                    let mut got = vec![];
+                    while taken.load(std::sync::atomic::Ordering::SeqCst) < 2 * PER {
+                        let n = if c == 0 {
+                            r.pop_many(7, |v| got.push(v))
+                        } else {
+                            r.pop().map_or(0, |v| {
+                                got.push(v);
+                                1
+                            })
+                        };
+                        taken.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+                        if n == 0 {
+                            std::thread::yield_now();
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        for p in producers {
+            p.join().unwrap();
+        }
+        let mut all: Vec<usize> = consumers.into_iter().flat_map(|c| c.join().unwrap()).collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..2 * PER).collect::<Vec<_>>());
     }
 }

@@ -307,15 +307,16 @@ impl<T> Shared<T> {
 
     /// Takes due items into `buf` until `limit` or the ring is empty.
     pub(crate) fn take_many(&self, buf: &mut Vec<T>, limit: usize) -> usize {
+        // Reserve first: `pop_many` must not unwind between claiming slots and
+        // handing their values over.
+        buf.reserve(limit.min(self.egress.capacity()));
         let mut n = 0;
         while n < limit {
-            match self.egress.pop() {
-                Some((_, _, item)) => {
-                    buf.push(item);
-                    n += 1;
-                }
-                None => break,
+            let got = self.egress.pop_many(limit - n, |(_, _, item)| buf.push(item));
+            if got == 0 {
+                break;
             }
+            n += got;
         }
         if n > 0 {
             self.taken(n);
