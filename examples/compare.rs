@@ -58,6 +58,8 @@ OPTIONS:
   --no-overload       skip the overload runs
   --timeout S         per-run timeout in seconds (default 30 + N/25000)
   --out DIR           output directory (default docs/bench)
+  --wait-quiet C      before each run, wait until other processes use less than C
+                      cores over a 1 s sample (at most 60 s per run, 15 min in all)
 ";
 
 struct Options {
@@ -71,6 +73,7 @@ struct Options {
     overload_caps: Vec<usize>,
     timeout: Option<Duration>,
     out: Option<PathBuf>,
+    wait_quiet: Option<f64>,
 }
 
 fn parse_list<T: std::str::FromStr>(s: &str, what: &str) -> Vec<T> {
@@ -96,6 +99,7 @@ fn parse_options(args: &[String]) -> Options {
         overload_caps: vec![peers::BOUNDED_CAP, 4096],
         timeout: None,
         out: None,
+        wait_quiet: None,
     };
     let (mut threads, mut delays): (Option<Vec<usize>>, Option<Vec<u64>>) = (None, None);
     let (mut n_set, mut r_set, mut paced_set) = (false, false, false);
@@ -138,6 +142,9 @@ fn parse_options(args: &[String]) -> Options {
                 ))
             }
             "--out" => o.out = Some(PathBuf::from(value(&mut i))),
+            "--wait-quiet" => {
+                o.wait_quiet = Some(value(&mut i).parse().unwrap_or_else(|_| die("bad --wait-quiet")))
+            }
             "-h" | "--help" => {
                 print!("{HELP}");
                 std::process::exit(0);
@@ -238,8 +245,15 @@ fn main() {
             Pace::Unthrottled => 0.0,
             Pace::Rate(r) => *r,
         };
+        if let Some(limit) = o.wait_quiet {
+            wait_quiet(limit);
+        }
         let t0 = Instant::now();
+        let (busy0, kids0) = (sys::machine_busy(), sys::children_cpu());
         let status = run_child(&exe, name, *t, *n, d_eff, rate, timeout);
+        // Cores used by everything else on the machine while the child ran.
+        let others = ((sys::machine_busy() - busy0) - (sys::children_cpu() - kids0)).max(0.0)
+            / t0.elapsed().as_secs_f64().max(1e-3);
         let line = match &status {
             Status::Ok(m) => format!(
                 "{:>8.3} M/s  p50 {:>9.1} µs  p99 {:>9.1} µs  lost {} dup {} early {}",
@@ -253,7 +267,7 @@ fn main() {
             Status::Failed(why) => format!("FAILED: {why}"),
         };
         eprintln!(
-            "[{:>3}/{}] {:<8} {:<14} {:>2}x{:<2} D={:<5} rep {}  {line}  ({:.1} s)",
+            "[{:>3}/{}] {:<8} {:<14} {:>2}x{:<2} D={:<5} rep {}  {line}  ({:.1} s, others {others:.2} cores)",
             i + 1,
             plan.len(),
             kind.label(),
@@ -272,6 +286,7 @@ fn main() {
             d: *d,
             rate,
             repeat: *rep,
+            others,
             status,
         });
     }
@@ -299,6 +314,27 @@ fn main() {
     if bad > 0 {
         eprintln!("compare: {bad} run(s) FAILED or were incorrect (lost/duplicated/early/hang/crash); see results.md");
         std::process::exit(1);
+    }
+}
+
+/// Waits until the rest of the machine uses fewer than `limit` cores over a 1 s
+/// sample (this process is idle meanwhile): at most 60 s per run and 15 min in
+/// all, after which runs go ahead regardless (`others_cores` records the load).
+fn wait_quiet(limit: f64) {
+    static WAITED_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let budget = Duration::from_secs(15 * 60);
+    let t0 = Instant::now();
+    loop {
+        let b0 = sys::machine_busy();
+        std::thread::sleep(Duration::from_secs(1));
+        let busy = sys::machine_busy() - b0;
+        let total =
+            Duration::from_millis(WAITED_MS.load(std::sync::atomic::Ordering::Relaxed)) + t0.elapsed();
+        if busy < limit || t0.elapsed() > Duration::from_secs(60) || total > budget {
+            let ms = t0.elapsed().as_millis() as u64;
+            WAITED_MS.fetch_add(ms, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
     }
 }
 

@@ -164,6 +164,8 @@ pub struct RunRecord {
     pub d: Duration,
     pub rate: f64,
     pub repeat: usize,
+    /// Cores used by other processes on the machine while this run's child ran.
+    pub others: f64,
     pub status: Status,
 }
 
@@ -269,12 +271,12 @@ pub fn write_all(dir: &Path, meta: &Meta, records: &[RunRecord]) -> std::io::Res
 
 fn csv(records: &[RunRecord]) -> String {
     let mut s = String::from(
-        "kind,impl,producers,consumers,n,d_us,offered_per_s,repeat,status,items_per_s,wall_s,cpu_s,\
+        "kind,impl,producers,consumers,n,d_us,offered_per_s,repeat,others_cores,status,items_per_s,wall_s,cpu_s,\
          p50_ns,p99_ns,p999_ns,max_ns,early,earliest_ns,lost,duplicated,received,peak_rss_bytes,helper_cpu_s\n",
     );
     for r in records {
         let head = format!(
-            "{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{:.2}",
             r.kind.label(),
             r.name,
             r.threads,
@@ -282,7 +284,8 @@ fn csv(records: &[RunRecord]) -> String {
             r.n,
             r.d.as_micros(),
             r.rate,
-            r.repeat + 1
+            r.repeat + 1,
+            r.others
         );
         match &r.status {
             Status::Ok(m) => {
@@ -350,6 +353,18 @@ fn markdown(meta: &Meta, records: &[RunRecord], g: &BTreeMap<GroupKey, Group<'_>
     let _ =
         writeln!(s, "- Load average (1/5/15 min): {} at start, {} at end", meta.load_start, meta.load_end);
     let _ = writeln!(s, "- delayq source: {}", meta.source);
+    let mut others: Vec<f64> = records.iter().map(|r| r.others).collect();
+    others.sort_by(f64::total_cmp);
+    if !others.is_empty() {
+        let mean = others.iter().sum::<f64>() / others.len() as f64;
+        let _ = writeln!(
+            s,
+            "- Other processes on the machine used {mean:.2} cores on average while the runs ran (per run: median {:.2}, max {:.2}; `others_cores` in runs.csv) — out of {} cores.",
+            others[others.len() / 2],
+            others[others.len() - 1],
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+    }
     let _ = writeln!(s, "- Command: `{}` ({:.0} s)", meta.command.trim(), meta.elapsed.as_secs_f64());
     let _ = writeln!(
         s,
@@ -481,7 +496,7 @@ fn markdown(meta: &Meta, records: &[RunRecord], g: &BTreeMap<GroupKey, Group<'_>
         }
     }
 
-    targets(&mut s, g, &matrix_keys);
+    targets(&mut s, g, records, &matrix_keys);
 
     let failed: Vec<&RunRecord> = records.iter().filter(|r| !r.is_correct()).collect();
     let _ = writeln!(s, "\n## Correctness\n");
@@ -528,7 +543,35 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
-fn targets(s: &mut String, g: &BTreeMap<GroupKey, Group<'_>>, matrix_keys: &[(usize, Duration)]) {
+/// delayq ÷ best peer within each repeat of one matrix configuration (the runs of
+/// one repeat ran back to back, so they saw the most similar machine load).
+fn per_repeat_ratios(records: &[RunRecord], name: &str, t: usize, d: Duration) -> Vec<f64> {
+    let thr = |n: &str, rep: usize| {
+        records.iter().find_map(|r| match &r.status {
+            Status::Ok(m)
+                if r.kind == Kind::Matrix && r.threads == t && r.d == d && r.name == n && r.repeat == rep =>
+            {
+                Some(m.throughput)
+            }
+            _ => None,
+        })
+    };
+    let reps = records.iter().map(|r| r.repeat + 1).max().unwrap_or(0);
+    (0..reps)
+        .filter_map(|rep| {
+            let dq = thr(name, rep)?;
+            let best = PEERS.iter().filter_map(|p| thr(p, rep)).fold(0.0f64, f64::max);
+            (best > 0.0).then(|| dq / best)
+        })
+        .collect()
+}
+
+fn targets(
+    s: &mut String,
+    g: &BTreeMap<GroupKey, Group<'_>>,
+    records: &[RunRecord],
+    matrix_keys: &[(usize, Duration)],
+) {
     let med = |kind: Kind, t: usize, d: Duration, name: &str| {
         g.get(&(kind, t, d, name.to_owned())).and_then(|x| x.median)
     };
@@ -544,13 +587,19 @@ fn targets(s: &mut String, g: &BTreeMap<GroupKey, Group<'_>>, matrix_keys: &[(us
         };
         let need = if d.is_zero() { 1.25 } else { 2.0 };
         let r = dq.throughput / bp;
+        let per: Vec<String> =
+            per_repeat_ratios(records, "delayq", t, d).iter().map(|x| format!("{x:.2}")).collect();
+        let per_b: Vec<String> =
+            per_repeat_ratios(records, "delayq-bounded", t, d).iter().map(|x| format!("{x:.2}")).collect();
         let _ = writeln!(
             s,
-            "- Throughput {t}×{t}, D = {}: delayq {:.2} M/s = {r:.2}× the best peer ({bn}, {:.2} M/s); target ≥ {need}×: {}",
+            "- Throughput {t}×{t}, D = {}: delayq {:.2} M/s = {r:.2}× the best peer ({bn}, {:.2} M/s); target ≥ {need}×: {} (per repeat: {}; delayq-bounded per repeat: {})",
             fmt_d(d),
             dq.throughput / 1e6,
             bp / 1e6,
-            verdict(r >= need)
+            verdict(r >= need),
+            per.join(", "),
+            per_b.join(", ")
         );
     }
     let ms1 = Duration::from_millis(1);

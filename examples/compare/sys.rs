@@ -96,6 +96,31 @@ pub fn threads() -> Vec<ThreadInfo> {
     out
 }
 
+/// Busy CPU time of the whole machine so far (all CPUs, every process), from
+/// `/proc/stat` (user + nice + system + irq + softirq + steal), in seconds.
+pub fn machine_busy() -> f64 {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = s.lines().find(|l| l.starts_with("cpu ")) else { return 0.0 };
+    let f: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal …
+    let busy = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum::<u64>();
+    // SAFETY: `sysconf` has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    busy as f64 / hz
+}
+
+/// CPU time (user + system) of this process's waited-for children, seconds.
+pub fn children_cpu() -> f64 {
+    // SAFETY: `getrusage` only writes the struct we pass; zeroed is a valid value.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 /// `/proc/loadavg`'s first three fields.
 pub fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
