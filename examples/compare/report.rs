@@ -478,8 +478,9 @@ fn markdown(meta: &Meta, records: &[RunRecord], g: &BTreeMap<GroupKey, Group<'_>
         }
         let _ = writeln!(
             s,
-            "\nWith producers unthrottled a bounded queue stays full, so by Little's law an item spends about \
-             capacity ÷ throughput in it, and is late by about that minus D/2:"
+            "\nLittle's law: a queue kept full spends capacity ÷ throughput per item, nearly all of it late \
+             (D ≤ 1 ms). A p50 lateness well below that means the producers did not keep the queue full; \
+             a p99 ≤ 1 ms needs an occupancy ≤ ~throughput × 1 ms, far below 65536 here:"
         );
         for (k, grp) in &overload {
             if let Some(m) = grp.median {
