@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Loom model checks of delayq (loom-tests/): the whole suite, then the check that
+# loom still finds the bug planted behind `--cfg delayq_bug_lost_wakeup`.
+#
+# Bounded so that it finishes well under 15 minutes on 2 cores:
+#   LOOM_MAX_PREEMPTIONS (default 2) bounds every model; LOOM_TIMEOUT (seconds,
+#   default 1200) bounds each cargo invocation. Raise both for a longer local run,
+#   e.g. `LOOM_MAX_PREEMPTIONS=3 LOOM_TIMEOUT=7200 bash .ci/loom.sh`.
+# Separate target dirs keep the loom RUSTFLAGS from invalidating the normal build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
+limit="${LOOM_TIMEOUT:-1200}"
+export RUST_BACKTRACE=0
+
+echo "loom suite: LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, timeout ${limit}s"
+start=$(date +%s)
+RUSTFLAGS="--cfg delayq_loom" CARGO_TARGET_DIR=target/loom \
+  timeout "$limit" cargo test -p loom-tests --release -- --nocapture
+echo "loom suite: $(( $(date +%s) - start )) s"
+
+echo "planted bug: loom must find the lost wakeup of --cfg delayq_bug_lost_wakeup"
+start=$(date +%s)
+RUSTFLAGS="--cfg delayq_loom --cfg delayq_bug_lost_wakeup" CARGO_TARGET_DIR=target/loom-bug \
+  timeout "$limit" cargo test -p loom-tests --release --test loom_planted_bug -- --nocapture
+echo "planted bug check: $(( $(date +%s) - start )) s"
