@@ -14,8 +14,9 @@
 //! FIFO across the two paths (a producer's commands must reach the proxy in the
 //! order it issued them, so that `cancel` never overtakes its own `send`):
 //! - while `spilled` is set, every push goes to the spill, behind the earlier ones;
-//! - the proxy takes the spill only after it found the ring empty in the same
-//!   round, so every ring command pushed before a spilled one is already taken.
+//! - the proxy takes the spill only once the ring is drained (every claimed slot
+//!   popped, not merely "the head slot is not written yet"), so every ring
+//!   command pushed before a spilled one is already taken.
 
 use crate::clock::Clock;
 use crate::ring::{PushError, Ring};
@@ -115,6 +116,13 @@ impl<T> Ingress<T> {
         self.room.notify(out.len() - start);
         // Acquire: pairs with the Release store in `push`.
         if out.len() - start < max && self.spilled.load(Ordering::Acquire) {
+            // Only once every claimed ring slot is popped: a `None` from the ring
+            // can mean "claimed, still being written", and that command may come
+            // before spilled ones of the same producer (found by loom:
+            // `spill_keeps_each_producers_order`). The next round retries.
+            if !self.ring.is_drained() {
+                return;
+            }
             let mut spill = lock(&self.spill);
             out.append(&mut spill.items);
             self.spilled.store(false, Ordering::Relaxed);

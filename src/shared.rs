@@ -176,9 +176,12 @@ impl<T> Shared<T> {
 
     /// Items can no longer come out: the receivers' "disconnected".
     pub(crate) fn is_exhausted(&self) -> bool {
-        // SeqCst, `closed` before `len`: see the module docs.
+        // SeqCst, `closed` before `len` with a fence between: see the module docs.
         self.disconnected.load(Ordering::SeqCst)
-            || (self.closed.load(Ordering::SeqCst) && self.len.load(Ordering::SeqCst) == 0)
+            || (self.closed.load(Ordering::SeqCst) && {
+                fence(Ordering::SeqCst);
+                self.len.load(Ordering::SeqCst) == 0
+            })
     }
 
     /// Reserves one unit of `len`; fails only when a bounded queue is full.
@@ -264,7 +267,9 @@ impl<T> Shared<T> {
                 None => return Err(SendFail::Timeout(item)),
             }
         }
-        // SeqCst: re-read after the reservation (module docs).
+        // SeqCst fence: re-read `closed` only after the reservation is globally
+        // visible (module docs; loom models the fence, not the SeqCst accesses).
+        fence(Ordering::SeqCst);
         if self.closed.load(Ordering::SeqCst) {
             self.release(1);
             return Err(SendFail::Disconnected(item));
@@ -361,11 +366,15 @@ impl<T> Shared<T> {
 
     /// No receivers (or a dead proxy): refuse commands, wind the proxies down.
     pub(crate) fn disconnect(&self) {
+        // Close first, then publish `disconnected`: whoever sees `disconnected`
+        // (the proxies winding down) must also see `closed` and a closed ingress,
+        // or a blocked send admitted by their `release` could slip in after them
+        // (found by loom: `last_receiver_drop_releases_a_blocked_sender`).
+        self.closed.store(true, Ordering::SeqCst);
+        self.ingress.close();
         if self.disconnected.swap(true, Ordering::SeqCst) {
             return;
         }
-        self.closed.store(true, Ordering::SeqCst);
-        self.ingress.close();
         self.signals.enqueue.force();
         self.signals.dequeue.force();
         self.signals.producers.notify_all();

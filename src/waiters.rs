@@ -137,7 +137,12 @@ pub(crate) fn block_on<R>(
         let expired = |clock: &Clock| deadline.is_some_and(|d| clock.now() >= d);
         let ticket = waiters.register(&waker);
         if let Some(r) = attempt() {
-            waiters.unregister(ticket);
+            if !waiters.unregister(ticket) {
+                // A notifier took our entry meanwhile, for something other than
+                // what the re-check found: pass the notification on (found by
+                // loom: `block_on_never_loses_a_notification`).
+                waiters.notify(1);
+            }
             return Some(r);
         }
         if expired(clock) {

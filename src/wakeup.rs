@@ -86,16 +86,19 @@ impl Bell {
 
     /// Sleeper: announce the intent to park. Re-check for work after this.
     pub(crate) fn prepare_sleep(&self) {
-        // SeqCst (store and fence): the sleeper's half of the store-buffering pair.
-        self.sleeping.store(true, Ordering::SeqCst);
+        // SeqCst (swap and fence): the sleeper's half of the store-buffering pair.
+        // A swap, not a store: every write to the flag is an RMW, so it is ordered
+        // after the wakers' swaps (loom cannot order a plain store after an RMW it
+        // never read; found by `bell_never_loses_a_second_ring`).
+        self.sleeping.swap(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
     }
 
     /// Sleeper: woke up, or found work on the re-check.
     pub(crate) fn awake(&self) {
-        // Relaxed: only the sleeper sets the flag; a stale `true` seen by a waker
-        // costs one spurious unpark, which the parker tolerates.
-        self.sleeping.store(false, Ordering::Relaxed);
+        // Relaxed: a stale `true` seen by a waker costs one spurious unpark, which
+        // the parker tolerates. A swap for the reason given in `prepare_sleep`.
+        self.sleeping.swap(false, Ordering::Relaxed);
     }
 
     /// Waker: work was just made visible; unpark the sleeper if it is parked.
