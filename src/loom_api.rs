@@ -376,13 +376,9 @@ impl<T: Send + 'static> Queue<T> {
         })
     }
 
-    /// As `Receiver::try_recv`: `Ok(Some)` an item, `Ok(None)` nothing due, `Err(())` exhausted.
-    pub fn try_recv(&self) -> Result<Option<T>, ()> {
-        match self.attempt() {
-            Some(Ok(t)) => Ok(Some(t)),
-            Some(Err(())) => Err(()),
-            None => Ok(None),
-        }
+    /// As `Receiver::try_recv`, without telling "empty" from "exhausted".
+    pub fn try_recv(&self) -> Option<T> {
+        self.attempt().and_then(Result::ok)
     }
 
     /// As `Receiver::recv`: `None` once the queue is exhausted.

@@ -10,7 +10,7 @@
 #![cfg(delayq_loom)]
 
 use delayq::loom_api::{PushError, Ring};
-use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 use loom_tests::model;
 use std::sync::Arc;
