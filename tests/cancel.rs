@@ -2,27 +2,14 @@
 //! cancelled keys name nothing, reschedules move items earlier and later, and a
 //! cancel racing the delivery of the same item leaves it on exactly one side.
 
-use delayq::{Builder, Key, MockClock, Receiver, RecvError, Sender, TryRecvError};
+mod common;
+use common::*;
+use delayq::{Key, RecvError, TryRecvError};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::thread;
 use std::time::{Duration, Instant};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// Multiplies iteration counts: `DELAYQ_TEST_SCALE=10 cargo test` for a heavier run.
-fn scale() -> usize {
-    std::env::var("DELAYQ_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
-}
-
-fn mock<T: Send + 'static>() -> (MockClock, Sender<T>, Receiver<T>) {
-    let clock = MockClock::new();
-    let (tx, rx) = Builder::new().clock(clock.clone()).build().unwrap();
-    (clock, tx, rx)
-}
 
 #[test]
 fn cancel_returns_a_pending_item_once_and_it_is_never_delivered() {

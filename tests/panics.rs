@@ -2,50 +2,18 @@
 //! queue for the others, and an item whose `Drop` panics, dropped by the queue,
 //! does not kill it.
 
-use delayq::{Builder, MockClock, Receiver, RecvError, SendError, Sender};
+mod common;
+use common::*;
+use delayq::{RecvError, SendError};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
-use std::time::{Duration, Instant};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-const HOUR: Duration = Duration::from_secs(3600);
-
-fn mock<T: Send + 'static>(prefix: &str, cap: Option<usize>) -> (MockClock, Sender<T>, Receiver<T>) {
-    let clock = MockClock::new();
-    let b = Builder::new().clock(clock.clone()).thread_name_prefix(prefix);
-    let b = match cap {
-        Some(c) => b.capacity(c),
-        None => b,
-    };
-    let (tx, rx) = b.build().unwrap();
-    (clock, tx, rx)
-}
-
-/// How many threads of this process are named `name` (0 where `/proc` is missing).
-fn threads_named(name: &str) -> usize {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
-    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim_end() == name)
-        .count()
-}
-
-/// Polls a condition that has no event to wait on, for at most 10 s.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        thread::sleep(ms(1));
-    }
-}
+use std::time::Duration;
 
 #[test]
 fn a_consumer_that_panics_mid_use_does_not_wedge_the_others() {
-    let (clock, tx, rx) = mock::<u32>("pa-c", None);
+    let (clock, tx, rx) = mock_named::<u32>("pa-c", None);
     for i in 0..3 {
         tx.send_after(i, ms(1)).unwrap();
     }
@@ -87,7 +55,7 @@ fn a_consumer_that_panics_mid_use_does_not_wedge_the_others() {
 
 #[test]
 fn a_panicking_consumer_holding_the_last_receiver_releases_blocked_producers() {
-    let (clock, tx, rx) = mock::<u32>("pa-d", Some(1));
+    let (clock, tx, rx) = mock_named::<u32>("pa-d", Some(1));
     tx.send_at(1, clock.now() + HOUR).unwrap();
     let tx2 = tx.clone();
     let at = clock.now();
@@ -103,7 +71,7 @@ fn a_panicking_consumer_holding_the_last_receiver_releases_blocked_producers() {
 
 #[test]
 fn a_producer_that_panics_mid_use_does_not_wedge_the_others() {
-    let (clock, tx, rx) = mock::<u32>("pa-p", Some(8));
+    let (clock, tx, rx) = mock_named::<u32>("pa-p", Some(8));
     let at = clock.now();
     let producers: Vec<_> = (0..3u32)
         .map(|p| {
@@ -130,7 +98,7 @@ fn a_producer_that_panics_mid_use_does_not_wedge_the_others() {
 
 #[test]
 fn a_panicking_producer_holding_the_last_sender_releases_blocked_consumers() {
-    let (clock, tx, rx) = mock::<u32>("pa-q", None);
+    let (clock, tx, rx) = mock_named::<u32>("pa-q", None);
     tx.send_after(1, ms(5)).unwrap();
     let consumers: Vec<_> = (0..2)
         .map(|_| {
@@ -167,7 +135,7 @@ impl Drop for Bomb {
 #[test]
 fn items_whose_drop_panics_do_not_kill_the_queue_when_it_drops_them() {
     let drops = Arc::new(AtomicUsize::new(0));
-    let (clock, tx, rx) = mock::<Bomb>("pa-b", None);
+    let (clock, tx, rx) = mock_named::<Bomb>("pa-b", None);
     let bomb = |boom| Bomb { boom, drops: drops.clone() };
     // Due ones (staged for consumers) and later ones (in the heap), bombs among them.
     for i in 0..20 {

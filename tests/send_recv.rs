@@ -2,6 +2,8 @@
 //! (mock and system clock), past and saturating deadlines, every receive form,
 //! `peek_deadline`, the errors and `Key`.
 
+mod common;
+use common::*;
 use delayq::{
     BuildError, Builder, Key, MockClock, Receiver, RecvError, RecvTimeoutError, SendError, SendTimeoutError,
     Sender, TryRecvError, TrySendError,
@@ -13,21 +15,6 @@ use std::collections::HashSet;
 use std::error::Error;
 use std::thread;
 use std::time::{Duration, Instant};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// Multiplies iteration counts: `DELAYQ_TEST_SCALE=10 cargo test` for a heavier run.
-fn scale() -> usize {
-    std::env::var("DELAYQ_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
-}
-
-fn mock<T: Send + 'static>() -> (MockClock, Sender<T>, Receiver<T>) {
-    let clock = MockClock::new();
-    let (tx, rx) = Builder::new().clock(clock.clone()).build().unwrap();
-    (clock, tx, rx)
-}
 
 /// Advances `clock` in 1 ms steps until `h` has finished (a thread that computed a
 /// relative timeout from the mock time at a moment the test cannot see).

@@ -4,9 +4,10 @@
 //! producers and consumers by each of these paths. Proxy threads are observed by
 //! name in `/proc/self/task/*/comm`.
 
+mod common;
+use common::*;
 use delayq::{
-    Builder, MockClock, Receiver, RecvError, RecvTimeoutError, SendError, SendTimeoutError, Sender,
-    TryRecvError, TrySendError,
+    Receiver, RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
 };
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -14,52 +15,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// Multiplies iteration counts: `DELAYQ_TEST_SCALE=10 cargo test` for a heavier run.
-fn scale() -> usize {
-    std::env::var("DELAYQ_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
-}
-
-const HOUR: Duration = Duration::from_secs(3600);
-
-/// A queue on a mock clock whose proxy threads are named `<prefix>-enqueue` and
-/// `<prefix>-dequeue` (prefixes are unique per test: tests share the process).
-fn mock<T: Send + 'static>(prefix: &str, cap: Option<usize>) -> (MockClock, Sender<T>, Receiver<T>) {
-    let clock = MockClock::new();
-    let b = Builder::new().clock(clock.clone()).thread_name_prefix(prefix);
-    let b = match cap {
-        Some(c) => b.capacity(c),
-        None => b,
-    };
-    let (tx, rx) = b.build().unwrap();
-    (clock, tx, rx)
-}
-
-/// How many threads of this process are named `name` (Linux truncates to 15 bytes).
-fn threads_named(name: &str) -> usize {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
-    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim_end() == name)
-        .count()
-}
-
-fn proxies(prefix: &str) -> (usize, usize) {
-    (threads_named(&format!("{prefix}-enqueue")), threads_named(&format!("{prefix}-dequeue")))
-}
-
-/// Polls a condition that has no event to wait on (a thread leaving the kernel's
-/// task list), for at most 10 s.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        thread::sleep(ms(1));
-    }
-}
 
 /// Waits until `h` is blocked-looking (still running after a moment), for checks
 /// that a call did not return early; the real assertion is on what it returns.
@@ -78,7 +33,7 @@ impl Drop for Counted {
 
 #[test]
 fn senders_gone_pending_items_are_delivered_when_due_then_recv_error() {
-    let (clock, tx, rx) = mock::<u32>("sd-a", None);
+    let (clock, tx, rx) = mock_named::<u32>("sd-a", None);
     let tx2 = tx.clone();
     tx.send_after(1, ms(10)).unwrap();
     tx2.send_after(2, ms(20)).unwrap();
@@ -101,7 +56,7 @@ fn senders_gone_pending_items_are_delivered_when_due_then_recv_error() {
 
 #[test]
 fn senders_gone_release_every_blocked_receiver() {
-    let (_clock, tx, rx) = mock::<u32>("sd-b", None);
+    let (_clock, tx, rx) = mock_named::<u32>("sd-b", None);
     let consumers: Vec<_> = (0..4)
         .map(|i| {
             let rx = rx.clone();
@@ -121,7 +76,7 @@ fn senders_gone_release_every_blocked_receiver() {
 
 #[test]
 fn senders_gone_a_blocked_receiver_still_gets_the_pending_item() {
-    let (clock, tx, rx) = mock::<u32>("sd-c", None);
+    let (clock, tx, rx) = mock_named::<u32>("sd-c", None);
     tx.send_after(7, ms(10)).unwrap();
     let rx2 = rx.clone();
     let h = thread::spawn(move || (rx2.recv(), rx2.recv()));
@@ -133,7 +88,7 @@ fn senders_gone_a_blocked_receiver_still_gets_the_pending_item() {
 
 #[test]
 fn receivers_gone_sends_fail_with_the_item() {
-    let (_clock, tx, rx) = mock::<String>("sd-d", None);
+    let (_clock, tx, rx) = mock_named::<String>("sd-d", None);
     let rx2 = rx.clone();
     drop(rx);
     assert!(tx.send_after("still open".into(), HOUR).is_ok(), "one receiver is left");
@@ -153,7 +108,7 @@ fn receivers_gone_sends_fail_with_the_item() {
 #[test]
 fn receivers_gone_pending_items_are_dropped_once_and_proxies_exit() {
     let drops = Arc::new(AtomicUsize::new(0));
-    let (clock, tx, rx) = mock::<Counted>("sd-e", None);
+    let (clock, tx, rx) = mock_named::<Counted>("sd-e", None);
     // A new thread names itself as it starts: wait for both names to show.
     wait_for("the proxies to start", || proxies("sd-e") == (1, 1));
     for i in 0..50 {
@@ -178,7 +133,7 @@ fn receivers_gone_pending_items_are_dropped_once_and_proxies_exit() {
 #[cfg(target_os = "linux")]
 #[test]
 fn proxy_threads_live_as_long_as_a_handle_and_the_last_one_joins_them() {
-    let (clock, tx, rx) = mock::<u32>("sd-f", None);
+    let (clock, tx, rx) = mock_named::<u32>("sd-f", None);
     wait_for("the proxies to start", || proxies("sd-f") == (1, 1));
     tx.send_after(1, ms(5)).unwrap();
     let rx2 = rx.clone();
@@ -199,7 +154,7 @@ fn proxy_threads_live_as_long_as_a_handle_and_the_last_one_joins_them() {
 #[test]
 fn queues_created_and_dropped_leak_no_threads() {
     for round in 0..20 * scale() {
-        let (clock, tx, rx) = mock::<u32>("sd-g", Some(4));
+        let (clock, tx, rx) = mock_named::<u32>("sd-g", Some(4));
         tx.send_after(1, ms(1)).unwrap();
         tx.send_after(2, HOUR).unwrap();
         clock.advance(ms(1));
@@ -216,7 +171,7 @@ fn queues_created_and_dropped_leak_no_threads() {
 
 #[test]
 fn close_refuses_sends_and_drains_pending_items_then_recv_error() {
-    let (clock, tx, rx) = mock::<u32>("sd-h", None);
+    let (clock, tx, rx) = mock_named::<u32>("sd-h", None);
     tx.send_after(2, ms(20)).unwrap();
     tx.send_after(1, ms(10)).unwrap();
     let rx2 = rx.clone();
@@ -239,7 +194,7 @@ fn close_refuses_sends_and_drains_pending_items_then_recv_error() {
 
 #[test]
 fn take_pending_after_close_returns_everything_in_deadline_order() {
-    let (clock, tx, rx) = mock::<usize>("sd-i", None);
+    let (clock, tx, rx) = mock_named::<usize>("sd-i", None);
     let t0 = clock.now();
     // 1500 due at once (more than the consumers' ring holds) and 500 later ones,
     // sent in shuffled order; deadlines are distinct and known per item.
@@ -267,7 +222,7 @@ fn take_pending_after_close_returns_everything_in_deadline_order() {
 
 #[test]
 fn close_releases_blocked_producers() {
-    let (clock, tx, rx) = mock::<u32>("sd-j", Some(1));
+    let (clock, tx, rx) = mock_named::<u32>("sd-j", Some(1));
     tx.send_at(1, clock.now() + HOUR).unwrap();
     let (tx1, tx2) = (tx.clone(), tx.clone());
     let at = clock.now();
@@ -282,7 +237,7 @@ fn close_releases_blocked_producers() {
 
 #[test]
 fn receivers_gone_release_blocked_producers() {
-    let (clock, tx, rx) = mock::<u32>("sd-k", Some(1));
+    let (clock, tx, rx) = mock_named::<u32>("sd-k", Some(1));
     tx.send_at(1, clock.now() + HOUR).unwrap();
     let (tx1, tx2) = (tx.clone(), tx.clone());
     let at = clock.now();
@@ -296,7 +251,7 @@ fn receivers_gone_release_blocked_producers() {
 
 #[test]
 fn close_releases_blocked_consumers_once_drained() {
-    let (_clock, tx, rx) = mock::<u32>("sd-l", None);
+    let (_clock, tx, rx) = mock_named::<u32>("sd-l", None);
     let waiting = |rx: &Receiver<u32>| {
         let rx = rx.clone();
         thread::spawn(move || (rx.recv(), rx.recv_timeout(HOUR)))
@@ -309,7 +264,7 @@ fn close_releases_blocked_consumers_once_drained() {
     drop(tx);
 
     // An item pending: they wait for it, then get RecvError.
-    let (clock, tx, rx) = mock::<u32>("sd-m", None);
+    let (clock, tx, rx) = mock_named::<u32>("sd-m", None);
     tx.send_after(1, ms(10)).unwrap();
     let a = waiting(&rx);
     rx.close();
@@ -320,7 +275,7 @@ fn close_releases_blocked_consumers_once_drained() {
 
 #[test]
 fn take_pending_after_close_releases_blocked_consumers() {
-    let (_clock, tx, rx) = mock::<u32>("sd-n", None);
+    let (_clock, tx, rx) = mock_named::<u32>("sd-n", None);
     tx.send_after(1, HOUR).unwrap();
     tx.send_after(2, HOUR).unwrap();
     rx.close();
@@ -342,7 +297,7 @@ fn take_pending_after_close_releases_blocked_consumers() {
 #[test]
 fn shutdown_while_the_consumers_ring_is_full_loses_nothing() {
     let drops = Arc::new(AtomicUsize::new(0));
-    let (clock, tx, rx) = mock::<Counted>("sd-o", Some(3000));
+    let (clock, tx, rx) = mock_named::<Counted>("sd-o", Some(3000));
     for _ in 0..3000 {
         tx.send_at(Counted(drops.clone()), clock.now()).unwrap();
     }

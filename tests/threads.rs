@@ -4,6 +4,8 @@
 //! Only `default_thread_names` builds a queue with the default prefix: the name
 //! checks count threads of this process, and tests run in parallel.
 
+mod common;
+use common::*;
 use delayq::{Builder, MockClock, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -11,15 +13,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// Multiplies iteration counts: `DELAYQ_TEST_SCALE=10 cargo test` for a heavier run.
-fn scale() -> usize {
-    std::env::var("DELAYQ_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
-}
 
 /// An item that knows who sent it, its place in that producer's sends and its deadline.
 #[derive(Clone, Copy, Debug)]
@@ -199,28 +192,6 @@ fn each_consumer_sees_nondecreasing_deadlines() {
         break;
     }
     assert!(checked, "no attempt had every send applied before the first deadline");
-}
-
-/// How many threads of this process are named `name` (Linux truncates to 15 bytes).
-fn threads_named(name: &str) -> usize {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
-    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim_end() == name)
-        .count()
-}
-
-fn proxies(prefix: &str) -> (usize, usize) {
-    (threads_named(&format!("{prefix}-enqueue")), threads_named(&format!("{prefix}-dequeue")))
-}
-
-/// Polls a condition that has no event to wait on (a thread naming itself or
-/// leaving the kernel's task list), for at most 10 s.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        thread::sleep(ms(1));
-    }
 }
 
 #[cfg(target_os = "linux")]

@@ -1,0 +1,65 @@
+//! Helpers shared by the integration tests (each test file includes this module;
+//! not every file uses every helper).
+#![allow(dead_code)]
+
+use delayq::{Builder, MockClock, Receiver, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub const HOUR: Duration = Duration::from_secs(3600);
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Multiplies iteration counts: `DELAYQ_TEST_SCALE=10 cargo test` for a heavier run.
+pub fn scale() -> usize {
+    std::env::var("DELAYQ_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
+}
+
+/// An unbounded queue on a fresh mock clock.
+pub fn mock<T: Send + 'static>() -> (MockClock, Sender<T>, Receiver<T>) {
+    let clock = MockClock::new();
+    let (tx, rx) = Builder::new().clock(clock.clone()).build().unwrap();
+    (clock, tx, rx)
+}
+
+/// A queue on a mock clock whose proxy threads are named `<prefix>-enqueue` and
+/// `<prefix>-dequeue` (prefixes are unique per test: tests share the process).
+pub fn mock_named<T: Send + 'static>(
+    prefix: &str,
+    cap: Option<usize>,
+) -> (MockClock, Sender<T>, Receiver<T>) {
+    let clock = MockClock::new();
+    let b = Builder::new().clock(clock.clone()).thread_name_prefix(prefix);
+    let b = match cap {
+        Some(c) => b.capacity(c),
+        None => b,
+    };
+    let (tx, rx) = b.build().unwrap();
+    (clock, tx, rx)
+}
+
+/// How many threads of this process are named `name` (Linux truncates names to
+/// 15 bytes; 0 where `/proc` is missing).
+pub fn threads_named(name: &str) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == name)
+        .count()
+}
+
+/// How many `<prefix>-enqueue` and `<prefix>-dequeue` threads run.
+pub fn proxies(prefix: &str) -> (usize, usize) {
+    (threads_named(&format!("{prefix}-enqueue")), threads_named(&format!("{prefix}-dequeue")))
+}
+
+/// Polls a condition that has no event to wait on (a thread naming itself or
+/// leaving the kernel's task list), for at most 10 s.
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        thread::sleep(ms(1));
+    }
+}
