@@ -21,8 +21,12 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             // The enqueue proxy drops what is pending.
             return;
         }
-        // SeqCst: pairs with the RMW in `Shared::clock_moved` (round start).
-        shared.rounds.fetch_add(1, Ordering::SeqCst);
+        // Only mock-clock steps wait for rounds (`Shared::clock_moved`).
+        let counted = shared.clock.is_mock();
+        if counted {
+            // SeqCst: pairs with the RMW in `Shared::clock_moved` (round start).
+            shared.rounds.fetch_add(1, Ordering::SeqCst);
+        }
         let now = shared.delivery_now();
         let (moved, plan) = {
             let mut t = lock(&shared.timers);
@@ -60,9 +64,11 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             // (`Shared::taken`), so the syscalls spread over the consumers.
             shared.signals.consumers.notify(moved.min(2));
         }
-        // SeqCst: round end, then wake anyone waiting for it (`clock_moved`).
-        shared.rounds.fetch_add(1, Ordering::SeqCst);
-        shared.signals.rounds.notify_all();
+        if counted {
+            // SeqCst: round end, then wake anyone waiting for it (`clock_moved`).
+            shared.rounds.fetch_add(1, Ordering::SeqCst);
+            shared.signals.rounds.notify_all();
+        }
         match plan {
             Sleep::Space => {
                 let bell = &shared.signals.dequeue;

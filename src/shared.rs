@@ -106,7 +106,8 @@ pub(crate) struct Shared<T> {
     pub(crate) signals: Arc<Signals>,
     pub(crate) clock: Clock,
     pub(crate) ticks: Ticks,
-    /// Dequeue proxy rounds, counted twice: odd while a round runs, even between.
+    /// Dequeue proxy rounds on a mock clock, counted twice: odd while a round
+    /// runs, even between (a system clock has no steps to wait for them).
     pub(crate) rounds: CachePadded<AtomicU64>,
     /// On a mock clock, the time the dequeue proxy delivers by: a step becomes
     /// visible to it only after every send made before the step is applied, so

@@ -2,6 +2,8 @@
 //! shutdown. Timing is decided by a `MockClock`; a test waits only for events
 //! (a callback's message, a condition), never for "long enough".
 
+mod common;
+use common::{join, spawn, wait_for};
 use delayq::timer::{MissedTicks, Scheduler, TimerId};
 use delayq::{BuildError, MockClock};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -34,29 +36,6 @@ fn settle(s: &Scheduler, clock: &MockClock) {
     let marker = s.schedule_at(clock.now(), move || tx.send(()).unwrap());
     rx.recv_timeout(WAIT).expect("the scheduler stalled");
     s.cancel(marker); // it ran; this takes it out of `len` if its run has not quite ended
-}
-
-/// Waits for `cond`, which no event announces (fails the test after `WAIT`).
-fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let end = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting until {what}");
-        thread::yield_now();
-    }
-}
-
-/// Runs `f` on a new thread; [`join`] its result.
-fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Receiver<T> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || tx.send(f()).unwrap());
-    rx
-}
-
-/// The result of a [`spawn`]ed thread, failing the test if it does not come
-/// within `WAIT` (a hang fails instead of blocking the suite) or the thread
-/// panicked.
-fn join<T>(t: Receiver<T>) -> T {
-    t.recv_timeout(WAIT).expect("the thread hung or panicked")
 }
 
 /// A callback that sends the mock time of each run, relative to `start`.
@@ -531,7 +510,7 @@ fn shutdown_waits_for_running_callbacks() {
         s2.shutdown();
         f2.load(Ordering::SeqCst) // must be true: shutdown waited
     });
-    wait_until("shutdown has begun", || s.is_empty());
+    wait_for("shutdown has begun", || s.is_empty());
     open.send(()).unwrap();
     assert!(join(stopper));
 }
@@ -555,7 +534,7 @@ fn no_callback_starts_after_shutdown_returns() {
     s.shutdown();
     after.store(true, Ordering::SeqCst);
     // Every callback is either run or dropped once nothing holds the token.
-    wait_until("every callback is gone", || Arc::strong_count(&token) == 1);
+    wait_for("every callback is gone", || Arc::strong_count(&token) == 1);
     assert_eq!(late.load(Ordering::SeqCst), 0);
     assert_eq!(s.len(), 0);
 }

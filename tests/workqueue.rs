@@ -2,6 +2,8 @@
 //! stage, shut down), the rate limiters and the metrics. Timing is decided by a
 //! `MockClock`: its `advance` returns once the items it made ready are queued.
 
+mod common;
+use common::{join, spawn, wait_for};
 use delayq::workqueue::{
     default_rate_limiter, ExponentialFailure, FastSlow, MaxOf, RateLimiter, TokenBucket, WorkQueue,
 };
@@ -9,7 +11,7 @@ use delayq::MockClock;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -47,29 +49,6 @@ fn take_ready<K: Clone + Eq + Hash + Send + Sync + 'static>(q: &WorkQueue<K>) ->
         out.push(item);
     }
     out
-}
-
-/// Waits for `cond`, which no event announces (fails the test after `WAIT`).
-fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let end = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting until {what}");
-        thread::yield_now();
-    }
-}
-
-/// Runs `f` on a new thread; [`join`] its result.
-fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Receiver<T> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || tx.send(f()).unwrap());
-    rx
-}
-
-/// The result of a [`spawn`]ed thread, failing the test if it does not come
-/// within `WAIT` (a hang fails instead of blocking the suite) or the thread
-/// panicked.
-fn join<T>(t: Receiver<T>) -> T {
-    t.recv_timeout(WAIT).expect("the thread hung or panicked")
 }
 
 #[test]
@@ -319,7 +298,7 @@ fn shut_down_with_drain_waits_until_handed_out_items_are_done() {
             finished.load(Ordering::SeqCst) // how many were done when it returned
         })
     };
-    wait_until("the drain has begun", || q.is_shutting_down());
+    wait_for("the drain has begun", || q.is_shutting_down());
     finished.fetch_add(1, Ordering::SeqCst);
     q.done(&a);
     finished.fetch_add(1, Ordering::SeqCst);
@@ -347,7 +326,7 @@ fn shut_down_ends_a_drain_in_progress() {
         let q = q.clone();
         spawn(move || q.shut_down_with_drain())
     };
-    wait_until("the drain has begun", || q.is_shutting_down());
+    wait_for("the drain has begun", || q.is_shutting_down());
     q.shut_down();
     join(drainer);
     assert_eq!(q.stats().processing, 1);
@@ -363,7 +342,7 @@ fn a_drain_ends_when_the_last_item_is_done_even_if_it_is_requeued() {
         let q = q.clone();
         spawn(move || q.shut_down_with_drain())
     };
-    wait_until("the drain has begun", || q.is_shutting_down());
+    wait_for("the drain has begun", || q.is_shutting_down());
     // No event says the drainer is blocked; give it the time to get there, or
     // this test could not catch a `done` that fails to wake it.
     thread::sleep(ms(50));
@@ -403,7 +382,7 @@ fn dropping_the_last_handle_shuts_down_and_drops_delayed_items() {
     drop(q);
     assert!(!q2.is_shutting_down()); // a clone remains
     join(spawn(move || drop(q2)));
-    wait_until("every item is dropped", || Arc::strong_count(&token) == 1);
+    wait_for("every item is dropped", || Arc::strong_count(&token) == 1);
 }
 
 /// A queue of items that can hold its last handle.
@@ -648,7 +627,7 @@ fn workers_never_process_one_item_concurrently() {
         q.add(round % 8);
         q.add_after(round % 5, ms(u64::from(round % 3)));
     }
-    wait_until("some items are processed", || processed.load(Ordering::SeqCst) >= 8);
+    wait_for("some items are processed", || processed.load(Ordering::SeqCst) >= 8);
     q.shut_down_with_drain();
     for w in workers {
         join(w);

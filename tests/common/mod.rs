@@ -63,3 +63,20 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
         thread::sleep(ms(1));
     }
 }
+
+/// How long `join` waits for a spawned thread before failing the test.
+pub const JOIN_WAIT: Duration = Duration::from_secs(20);
+
+/// Runs `f` on a new thread; [`join`] its result.
+pub fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> std::sync::mpsc::Receiver<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || tx.send(f()).unwrap());
+    rx
+}
+
+/// The result of a [`spawn`]ed thread, failing the test if it does not come
+/// within `JOIN_WAIT` (a hang fails instead of blocking the suite) or the thread
+/// panicked.
+pub fn join<T>(t: std::sync::mpsc::Receiver<T>) -> T {
+    t.recv_timeout(JOIN_WAIT).expect("the thread hung or panicked")
+}
