@@ -222,11 +222,25 @@ impl fmt::Debug for Subscription {
     }
 }
 
+/// The tick of every deadline at or beyond the horizon: never due.
+///
+/// No clock reading maps to it ([`Ticks::now`] stops one tick short), so an item
+/// with this deadline can only leave by `cancel`, `take_pending` or shutdown,
+/// however far the clock runs.
+pub(crate) const NEVER: u64 = u64::MAX;
+
 /// Converts between `Instant`s and the `u64` nanosecond ticks the proxies order by.
 ///
-/// The origin lies about a century before the queue was built, so past deadlines
-/// keep their exact value; ticks saturate about 480 years after it (such a
-/// deadline never falls due in practice).
+/// The origin lies a century before the queue was built, so past deadlines keep
+/// their exact value (older ones are all "the origin", due at once, in key
+/// order). Ticks run out `u64::MAX` nanoseconds after the origin, about 484 years
+/// after the queue was built: the *horizon*.
+///
+/// - A deadline at or beyond the horizon becomes [`NEVER`]: it never falls due.
+/// - A clock reading at or beyond the horizon becomes `NEVER - 1`: the clock stops
+///   there, so every deadline before the horizon falls due in order, and no
+///   `NEVER` deadline ever does. Saturating both to one value (as an earlier
+///   version did) made centuries-away items due at once, in key order.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ticks {
     origin: Instant,
@@ -238,13 +252,50 @@ impl Ticks {
         Ticks { origin: now.checked_sub(CENTURY).unwrap_or(now) }
     }
 
-    pub(crate) fn of(&self, t: Instant) -> u64 {
-        let d = t.saturating_duration_since(self.origin);
-        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    /// A deadline in ticks: [`NEVER`] at or beyond the horizon.
+    pub(crate) fn of(&self, deadline: Instant) -> u64 {
+        let d = deadline.saturating_duration_since(self.origin);
+        u64::try_from(d.as_nanos()).unwrap_or(NEVER)
     }
 
+    /// `delay` after the tick `from`: [`NEVER`] at or beyond the horizon.
+    pub(crate) fn after(from: u64, delay: Duration) -> u64 {
+        u64::try_from(delay.as_nanos()).map_or(NEVER, |d| from.saturating_add(d))
+    }
+
+    /// A clock reading in ticks: at most `NEVER - 1`, so it never reaches a
+    /// `NEVER` deadline.
+    pub(crate) fn now(&self, now: Instant) -> u64 {
+        self.of(now).min(NEVER - 1)
+    }
+
+    /// The instant of a tick; [`NEVER`] reads as the horizon itself.
     pub(crate) fn instant(&self, ticks: u64) -> Instant {
         let d = Duration::from_nanos(ticks);
         self.origin.checked_add(d).unwrap_or(self.origin + Duration::from_nanos(ticks / 2))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_stops_short_of_never_and_far_deadlines_become_never() {
+        let t0 = Instant::now();
+        let t = Ticks::new(t0);
+        let year = Duration::from_secs(365 * 24 * 3600);
+        assert_eq!(t.of(t0 + year * 600), NEVER);
+        assert_eq!(t.of(t0 + year * 500), NEVER);
+        assert!(t.of(t0 + year * 480) < NEVER);
+        assert_eq!(t.now(t0 + year * 600), NEVER - 1);
+        assert!(t.now(t0 + year * 490) < t.of(t0 + year * 500));
+        assert_eq!(Ticks::after(t.now(t0), Duration::MAX), NEVER);
+        assert_eq!(Ticks::after(NEVER - 1, Duration::from_nanos(1)), NEVER);
+        assert_eq!(Ticks::after(5, Duration::from_nanos(1)), 6);
+        // Round trips, and the past before the origin is the origin.
+        assert_eq!(t.instant(t.of(t0)), t0);
+        assert_eq!(t.of(t0 - Duration::from_secs(1)) + 1_000_000_000, t.of(t0));
+        assert!(t.instant(NEVER) > t0 + year * 480);
     }
 }

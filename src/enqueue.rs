@@ -68,6 +68,8 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
     let mut released = 0;
     // The earliest deadline this batch adds: only it can move the head earlier.
     let mut earliest = None::<u64>;
+    // Whether this batch took items out of the egress ring.
+    let mut made_room = false;
     let wake = {
         let mut t = lock(&shared.timers);
         for cmd in batch.drain(..) {
@@ -94,8 +96,14 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                     // look at all of it.
                     let mut min = t.index.peek();
                     // SAFETY: only the dequeue proxy pushes to the egress ring, and
-                    // it does so holding the timers lock, which we hold.
-                    unsafe { shared.egress.scan(|&(d, _, _)| min = Some(min.map_or(d, |m| m.min(d)))) };
+                    // it does so holding the timers lock, which we hold; we read
+                    // the `u64` deadline field through the pointer, nothing else.
+                    unsafe {
+                        shared.egress.scan(|p| {
+                            let d = std::ptr::addr_of!((*p).0).read();
+                            min = Some(min.map_or(d, |m| m.min(d)));
+                        })
+                    };
                     done.push(Done::Tick(answer, min));
                 }
                 Cmd::Sync { answer } => done.push(Done::Unit(answer)),
@@ -104,6 +112,7 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                     while let Some(x) = shared.egress.pop() {
                         all.push(x);
                     }
+                    made_room |= !all.is_empty();
                     all.extend(t.index.take_all());
                     // The ring is in delivery order: an item that arrived already
                     // due can follow later deadlines there. Keys make it exact.
@@ -118,6 +127,17 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
     if wake {
         shared.signals.dequeue.force();
     }
+    #[cfg(not(delayq_bug_take_pending_no_ring))]
+    if made_room {
+        // Room appeared without a receive: the dequeue proxy may wait for it
+        // (`Sleep::Space`), and only a consumer's `taken` would ring otherwise.
+        // The bell's fence orders our pops before its check (wakeup mechanism 2).
+        shared.signals.dequeue.ring();
+    }
+    // Planted bug for the loom suite: without the ring above, a proxy waiting
+    // for room sleeps through `take_pending` (reliability defect 4).
+    #[cfg(delayq_bug_take_pending_no_ring)]
+    let _ = made_room;
     // Release before answering, so that `len` is exact when `cancel` returns.
     shared.release(released);
     for d in done.drain(..) {

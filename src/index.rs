@@ -11,6 +11,7 @@
 //! 4-ary heap, and [`WheelIndex`](crate::wheel::WheelIndex), a hierarchical timing
 //! wheel with exact order (the default; see `wheel.rs` for why).
 
+use crate::clock::NEVER;
 use crate::heap::HeapIndex;
 use crate::slots::Slots;
 use crate::wheel::WheelIndex;
@@ -102,15 +103,17 @@ impl<T> Index<T> {
     }
 
     /// A time no later than the earliest live deadline, at which the dequeue
-    /// proxy should look again (cheaper than `peek` for the wheel).
+    /// proxy should look again (cheaper than `peek` for the wheel); `None` if
+    /// nothing can fall due (never-due items only, or none).
     pub(crate) fn next_wake(&mut self) -> Option<u64> {
         match self {
-            Index::Heap(i) => i.peek(),
+            Index::Heap(i) => i.peek().filter(|&t| t != NEVER),
             Index::Wheel(i) => i.next_wake(),
         }
     }
 
     /// Removes the earliest item if its deadline is `<= now`: `(deadline, key, item)`.
+    /// An item whose deadline is [`NEVER`] is never due.
     pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, u64, T)> {
         match self {
             Index::Heap(i) => i.pop_due(now),
@@ -171,6 +174,8 @@ pub(crate) mod tests {
         Cancel(u64),
         Reschedule(u64, u64),
         PopDue(u64),
+        /// Answered as `Some((earliest deadline, 0))`.
+        Peek,
     }
 
     pub(crate) fn apply_heap(h: &mut HeapIndex<u64>, op: Op) -> Option<(u64, u64)> {
@@ -182,6 +187,7 @@ pub(crate) mod tests {
             Op::Cancel(k) => h.cancel(k),
             Op::Reschedule(k, d) => h.reschedule(k, d).then_some((d, k)),
             Op::PopDue(now) => h.pop_due(now).map(|(d, _, item)| (d, item)),
+            Op::Peek => h.peek().map(|d| (d, 0)),
         }
     }
 
@@ -194,15 +200,28 @@ pub(crate) mod tests {
             Op::Cancel(k) => w.cancel(k),
             Op::Reschedule(k, d) => w.reschedule(k, d).then_some((d, k)),
             Op::PopDue(now) => w.pop_due(now).map(|(d, _, item)| (d, item)),
+            Op::Peek => w.peek().map(|d| (d, 0)),
         };
         w.check_invariants();
         r
     }
 
+    /// Deadline spreads reaching every level of the wheel.
+    pub(crate) const WIDE: &[u64] = &[1 << 8, 1 << 14, 1 << 22, 1 << 32, 1 << 42];
+    /// Deadline spreads around one rotation of the wheel's lowest level.
+    pub(crate) const NARROW: &[u64] = &[1 << 10, 1 << 16, 1 << 17];
+
     /// Drives a backend and a sorted-`Vec` model with the same pseudo-random ops
-    /// (deadlines spread from nanoseconds to hours around a moving "now") and
-    /// asserts identical results at every step.
-    pub(crate) fn check_against_model(apply: &mut dyn FnMut(Op) -> Option<(u64, u64)>) {
+    /// (deadlines spread from nanoseconds to hours around a moving "now", a few
+    /// never-due or at the very end of the tick range, and a jump of "now" to the
+    /// end of the range near the finish) and asserts identical results at every
+    /// step.
+    ///
+    /// `spreads` are the deadline spreads drawn from: wide ones reach every wheel
+    /// level, narrow ones (around a wheel rotation, 2^16 ns) revisit rotation
+    /// carries often.
+    pub(crate) fn check_against_model(spreads: &[u64], apply: &mut dyn FnMut(Op) -> Option<(u64, u64)>) {
+        const STEPS: u64 = 60_000;
         let mut model: Vec<(u64, u64)> = Vec::new(); // (deadline, key)
         let mut x: u64 = 0x2545_F491_4F6C_DD1D;
         let mut rnd = move || {
@@ -213,11 +232,18 @@ pub(crate) mod tests {
         };
         let mut now: u64 = 1 << 40;
         let mut next_key = 1;
-        for step in 0..60_000u64 {
+        for step in 0..STEPS {
+            if step == STEPS - 5_000 {
+                now = NEVER - (1 << 41); // the last stretch runs at the end of time
+            }
             let r = rnd();
-            let spread = [1u64 << 8, 1 << 14, 1 << 22, 1 << 32, 1 << 42][(r % 5) as usize];
-            let deadline = (now + (rnd() % spread)).saturating_sub(spread / 4);
-            match r % 16 {
+            let spread = spreads[(r % spreads.len() as u64) as usize];
+            let deadline = match rnd() % 64 {
+                0 => NEVER,
+                1 => NEVER - 1 - rnd() % 4096,
+                _ => now.saturating_add(rnd() % spread).saturating_sub(spread / 4).min(NEVER - 1),
+            };
+            match r % 17 {
                 0..=6 => {
                     apply(Op::Insert(next_key, deadline));
                     model.push((deadline, next_key));
@@ -239,8 +265,12 @@ pub(crate) mod tests {
                     };
                     assert_eq!(apply(Op::Reschedule(k, deadline)), want, "reschedule {k} at step {step}");
                 }
+                10 => {
+                    let want = model.iter().map(|&(d, _)| d).min().map(|d| (d, 0));
+                    assert_eq!(apply(Op::Peek), want, "peek at step {step}");
+                }
                 _ => {
-                    now += rnd() % (spread / 2 + 1);
+                    now = now.saturating_add(rnd() % (spread / 2 + 1)).min(NEVER - 1);
                     model.sort_unstable();
                     let due = model.iter().take_while(|&&(d, _)| d <= now).count();
                     for (i, &want) in model[..due].iter().enumerate() {
@@ -253,9 +283,12 @@ pub(crate) mod tests {
             }
         }
         model.sort_unstable();
-        for want in model {
+        for &want in model.iter().filter(|&&(d, _)| d != NEVER) {
             assert_eq!(apply(Op::PopDue(u64::MAX)), Some(want));
         }
-        assert_eq!(apply(Op::PopDue(u64::MAX)), None);
+        assert_eq!(apply(Op::PopDue(u64::MAX)), None, "a never-due item fell due");
+        let never = model.iter().filter(|&&(d, _)| d == NEVER).count();
+        assert!(never > 0, "the model reached no never-due item");
+        assert_eq!(apply(Op::Peek), Some((NEVER, 0)));
     }
 }

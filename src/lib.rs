@@ -83,6 +83,7 @@ mod clock;
 mod dequeue;
 mod enqueue;
 mod error;
+mod expired;
 mod heap;
 mod index;
 mod ingress;
@@ -108,6 +109,7 @@ pub use crate::clock::{Clock, MockClock, SystemClock};
 pub use crate::error::{
     BuildError, RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
 };
+pub use crate::expired::Expired;
 pub use crate::key::Key;
 pub use crate::receiver::{IntoIter, Iter, Receiver, TryIter};
 pub use crate::sender::Sender;

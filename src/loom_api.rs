@@ -389,7 +389,7 @@ impl<T: Send + 'static> Queue<T> {
 
     fn attempt(&self) -> Option<Result<T, ()>> {
         let s = &self.shared;
-        if let Some(item) = s.try_take() {
+        if let Some((_, _, item)) = s.try_take() {
             return Some(Ok(item));
         }
         s.is_exhausted().then_some(Err(()))

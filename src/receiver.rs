@@ -2,6 +2,8 @@
 
 use crate::builder::Chan;
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
+use crate::expired::Expired;
+use crate::key::Key;
 use crate::oneshot;
 use crate::shared::Cmd;
 use crate::sync::Ordering;
@@ -9,6 +11,9 @@ use crate::waiters::block_on;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A due item as it leaves the egress ring: `(deadline ticks, key, item)`.
+type Raw<T> = (u64, u64, T);
 
 /// The receiving half of a delay queue. `Clone + Send + Sync`.
 ///
@@ -28,12 +33,55 @@ impl<T: Send + 'static> Receiver<T> {
     }
 
     /// One attempt: a due item, "exhausted", or nothing yet.
-    fn attempt(&self) -> Option<Result<T, RecvError>> {
+    fn attempt(&self) -> Option<Result<Raw<T>, RecvError>> {
         let s = &self.chan.shared;
-        if let Some(item) = s.try_take() {
-            return Some(Ok(item));
+        if let Some(entry) = s.try_take() {
+            return Some(Ok(entry));
         }
         s.is_exhausted().then_some(Err(RecvError))
+    }
+
+    fn recv_raw(&self) -> Result<Raw<T>, RecvError> {
+        let s = &self.chan.shared;
+        block_on(&s.signals.consumers, &s.clock, None, || self.attempt()).unwrap_or(Err(RecvError))
+    }
+
+    fn try_recv_raw(&self) -> Result<Raw<T>, TryRecvError> {
+        match self.attempt() {
+            Some(Ok(t)) => Ok(t),
+            Some(Err(_)) => Err(TryRecvError::Disconnected),
+            None => Err(TryRecvError::Empty),
+        }
+    }
+
+    fn recv_raw_deadline(&self, deadline: Instant) -> Result<Raw<T>, RecvTimeoutError> {
+        let s = &self.chan.shared;
+        match block_on(&s.signals.consumers, &s.clock, Some(deadline), || self.attempt()) {
+            Some(Ok(t)) => Ok(t),
+            Some(Err(_)) => Err(RecvTimeoutError::Disconnected),
+            None => Err(RecvTimeoutError::Timeout),
+        }
+    }
+
+    fn recv_raw_timeout(&self, timeout: Duration) -> Result<Raw<T>, RecvTimeoutError> {
+        match self.chan.shared.clock.now().checked_add(timeout) {
+            Some(deadline) => self.recv_raw_deadline(deadline),
+            None => self.recv_raw().map_err(RecvTimeoutError::from),
+        }
+    }
+
+    /// Blocks for the first item, then takes what else is due, up to `limit`.
+    fn recv_many_raw(&self, limit: usize) -> Result<Vec<Raw<T>>, RecvError> {
+        let first = self.recv_raw()?;
+        let mut all = Vec::with_capacity(limit.min(self.chan.shared.egress.capacity()));
+        all.push(first);
+        self.chan.shared.take_many(&mut all, limit - 1);
+        Ok(all)
+    }
+
+    fn entry(&self, (deadline, seq, item): Raw<T>) -> Expired<T> {
+        let s = &self.chan.shared;
+        Expired { item, key: Key { queue: s.id, seq }, deadline: s.ticks.instant(deadline) }
     }
 
     /// Blocks until an item is due and returns it (earliest deadline first).
@@ -58,8 +106,7 @@ impl<T: Send + 'static> Receiver<T> {
     /// assert_eq!(rx.recv(), Err(delayq::RecvError));
     /// ```
     pub fn recv(&self) -> Result<T, RecvError> {
-        let s = &self.chan.shared;
-        block_on(&s.signals.consumers, &s.clock, None, || self.attempt()).unwrap_or(Err(RecvError))
+        self.recv_raw().map(|(_, _, item)| item)
     }
 
     /// Returns a due item if there is one now, without blocking.
@@ -80,11 +127,7 @@ impl<T: Send + 'static> Receiver<T> {
     /// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        match self.attempt() {
-            Some(Ok(t)) => Ok(t),
-            Some(Err(_)) => Err(TryRecvError::Disconnected),
-            None => Err(TryRecvError::Empty),
-        }
+        self.try_recv_raw().map(|(_, _, item)| item)
     }
 
     /// Waits at most `timeout` (by the queue's clock) for a due item. A timeout
@@ -106,10 +149,7 @@ impl<T: Send + 'static> Receiver<T> {
     /// assert_eq!(rx.recv_timeout(Duration::from_millis(5)), Err(RecvTimeoutError::Timeout));
     /// ```
     pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
-        match self.chan.shared.clock.now().checked_add(timeout) {
-            Some(deadline) => self.recv_deadline(deadline),
-            None => self.recv().map_err(RecvTimeoutError::from),
-        }
+        self.recv_raw_timeout(timeout).map(|(_, _, item)| item)
     }
 
     /// Waits until `deadline` (by the queue's clock) for a due item.
@@ -134,12 +174,7 @@ impl<T: Send + 'static> Receiver<T> {
     /// assert_eq!(rx.recv_deadline(clock.now() + Duration::from_secs(1)), Ok('x'));
     /// ```
     pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
-        let s = &self.chan.shared;
-        match block_on(&s.signals.consumers, &s.clock, Some(deadline), || self.attempt()) {
-            Some(Ok(t)) => Ok(t),
-            Some(Err(_)) => Err(RecvTimeoutError::Disconnected),
-            None => Err(RecvTimeoutError::Timeout),
-        }
+        self.recv_raw_deadline(deadline).map(|(_, _, item)| item)
     }
 
     /// Blocks until at least one item is due, then appends to `buf` every item
@@ -171,9 +206,128 @@ impl<T: Send + 'static> Receiver<T> {
         if limit == 0 {
             return Ok(0);
         }
-        let first = self.recv()?;
-        buf.push(first);
-        Ok(1 + self.chan.shared.take_many(buf, limit - 1))
+        let all = self.recv_many_raw(limit)?;
+        let n = all.len();
+        buf.extend(all.into_iter().map(|(_, _, item)| item));
+        Ok(n)
+    }
+
+    /// As [`recv`](Receiver::recv), with the item's key and deadline.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv`](Receiver::recv).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// let at = Instant::now() + Duration::from_millis(2);
+    /// let key = tx.send_at('a', at).unwrap();
+    /// let e = rx.recv_entry().unwrap();
+    /// assert_eq!((e.key(), e.deadline()), (key, at));
+    /// assert!(Instant::now() >= e.deadline()); // never early
+    /// assert_eq!(e.into_inner(), 'a');
+    /// ```
+    pub fn recv_entry(&self) -> Result<Expired<T>, RecvError> {
+        self.recv_raw().map(|r| self.entry(r))
+    }
+
+    /// As [`try_recv`](Receiver::try_recv), with the item's key and deadline.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_recv`](Receiver::try_recv).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// assert!(rx.try_recv_entry().unwrap_err().is_empty());
+    /// let key = tx.send_at(1, Instant::now()).unwrap();
+    /// let e = rx.recv_entry().unwrap();
+    /// assert_eq!(e.key(), key);
+    /// ```
+    pub fn try_recv_entry(&self) -> Result<Expired<T>, TryRecvError> {
+        self.try_recv_raw().map(|r| self.entry(r))
+    }
+
+    /// As [`recv_timeout`](Receiver::recv_timeout), with the item's key and
+    /// deadline.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv_timeout`](Receiver::recv_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// let key = tx.send_at("x", Instant::now()).unwrap();
+    /// let e = rx.recv_entry_timeout(Duration::from_secs(10)).unwrap();
+    /// assert_eq!((e.key(), e.into_inner()), (key, "x"));
+    /// assert!(rx.recv_entry_timeout(Duration::from_millis(1)).unwrap_err().is_timeout());
+    /// ```
+    pub fn recv_entry_timeout(&self, timeout: Duration) -> Result<Expired<T>, RecvTimeoutError> {
+        self.recv_raw_timeout(timeout).map(|r| self.entry(r))
+    }
+
+    /// As [`recv_deadline`](Receiver::recv_deadline), with the item's key and
+    /// deadline.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv_timeout`](Receiver::recv_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (tx, rx) = delayq::unbounded::<u8>();
+    /// let soon = Instant::now() + Duration::from_millis(1);
+    /// assert!(rx.recv_entry_deadline(soon).unwrap_err().is_timeout());
+    /// ```
+    pub fn recv_entry_deadline(&self, deadline: Instant) -> Result<Expired<T>, RecvTimeoutError> {
+        self.recv_raw_deadline(deadline).map(|r| self.entry(r))
+    }
+
+    /// As [`recv_many`](Receiver::recv_many), with each item's key and deadline.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv`](Receiver::recv) (only when nothing was appended).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::{Builder, MockClock};
+    /// use std::time::Duration;
+    ///
+    /// let clock = MockClock::new();
+    /// let (tx, rx) = Builder::new().clock(clock.clone()).build().unwrap();
+    /// let a = tx.send_after('a', Duration::from_secs(2)).unwrap();
+    /// let b = tx.send_after('b', Duration::from_secs(1)).unwrap();
+    /// clock.advance(Duration::from_secs(2));
+    /// let mut buf = Vec::new();
+    /// assert_eq!(rx.recv_many_entries(&mut buf, 10), Ok(2));
+    /// let keys: Vec<_> = buf.iter().map(|e| e.key()).collect();
+    /// assert_eq!(keys, [b, a]); // earliest deadline first
+    /// ```
+    pub fn recv_many_entries(&self, buf: &mut Vec<Expired<T>>, limit: usize) -> Result<usize, RecvError> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        let all = self.recv_many_raw(limit)?;
+        let n = all.len();
+        buf.extend(all.into_iter().map(|r| self.entry(r)));
+        Ok(n)
     }
 
     /// A blocking iterator: [`recv`](Receiver::recv) until it fails.

@@ -138,10 +138,16 @@ impl<T> Ring<T> {
         }
     }
 
-    /// Pops up to `max` values with one CAS, oldest first, handing each to `f`.
-    /// Returns how many it popped (0 if the ring was empty).
-    pub(crate) fn pop_many(&self, max: usize, mut f: impl FnMut(T)) -> usize {
+    /// Pops up to `max` values with one CAS, oldest first, appending them to
+    /// `out`. Returns how many it popped (0 if the ring was empty).
+    ///
+    /// Between the claiming CAS and the last slot's release nothing can unwind:
+    /// `out` has room reserved before the claim, so its pushes neither reallocate
+    /// nor call user code. (A panic there would leave claimed slots unreleased,
+    /// and every later push would wait for them forever.)
+    pub(crate) fn pop_many(&self, max: usize, out: &mut Vec<T>) -> usize {
         let max = max.min(self.mask + 1);
+        out.reserve(max);
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
             // Count the published values from `head` on.
@@ -167,6 +173,7 @@ impl<T> Ring<T> {
             // SeqCst: see `push`.
             match self.head.compare_exchange_weak(head, head + k, Ordering::SeqCst, Ordering::Relaxed) {
                 Ok(_) => {
+                    debug_assert!(out.capacity() - out.len() >= k, "room reserved for the batch");
                     for pos in head..head + k {
                         let slot = &self.slots[pos & self.mask];
                         // SAFETY: the CAS gave us positions `head..head + k`, whose
@@ -175,7 +182,8 @@ impl<T> Ring<T> {
                         let value = slot.value.with(|p| unsafe { (*p).assume_init_read() });
                         // Release: hands the emptied slot to the push one lap on.
                         slot.stamp.store(pos + self.mask + 1, Ordering::Release);
-                        f(value);
+                        // Within the reserved capacity: no reallocation, no unwind.
+                        out.push(value);
                     }
                     return k;
                 }
@@ -245,15 +253,16 @@ impl<T> Ring<T> {
         Ok(())
     }
 
-    /// Calls `f` on every value waiting in the ring, oldest first, without
-    /// taking them (a value popped meanwhile may or may not be seen).
+    /// Calls `f` with a pointer to every value waiting in the ring, oldest first,
+    /// without taking them (a value popped meanwhile may or may not be seen).
     ///
     /// # Safety
-    /// No push may run concurrently (the caller excludes the ring's producers), and
-    /// `f` may only copy plain data out of the values: a concurrent pop may move a
-    /// value out while `f` reads it, which is sound only because nobody writes the
-    /// slot until the next push.
-    pub(crate) unsafe fn scan(&self, mut f: impl FnMut(&T)) {
+    /// No push may run concurrently (the caller excludes the ring's producers).
+    /// `f` may only copy `Copy` fields out through the pointer (with
+    /// `ptr::addr_of!`), never make a reference to the value: a concurrent pop may
+    /// be moving it out (a read, as ours is; nobody writes the slot until the
+    /// next push), and a reference would assert that no one else uses it.
+    pub(crate) unsafe fn scan(&self, mut f: impl FnMut(*const T)) {
         // Acquire: orders the stamp reads after the positions that name the slots.
         let head = self.head.load(Ordering::Acquire);
         let tail = self.tail.load(Ordering::Acquire) & !CLOSED;
@@ -261,10 +270,10 @@ impl<T> Ring<T> {
             let slot = &self.slots[pos & self.mask];
             // Acquire: pairs with the Release stamp store of the push of `pos`.
             if slot.stamp.load(Ordering::Acquire) == pos + 1 {
-                // SAFETY: the stamp says the push of `pos` completed, and no push
-                // runs (caller's duty), so the bytes stay those of an initialised
-                // value even if a pop takes it now.
-                slot.value.with(|p| f(unsafe { (*p).assume_init_ref() }));
+                // The stamp says the push of `pos` completed, and no push runs
+                // (caller's duty), so the bytes stay those of an initialised value
+                // even if a pop takes it now. `MaybeUninit<T>` has `T`'s layout.
+                slot.value.with(|p| f(p.cast::<T>()));
             }
         }
     }
@@ -318,15 +327,15 @@ mod tests {
             r.push(i).unwrap();
         }
         let mut got = vec![];
-        assert_eq!(r.pop_many(4, |v| got.push(v)), 4);
-        assert_eq!(r.pop_many(100, |v| got.push(v)), 2);
-        assert_eq!(r.pop_many(100, |v| got.push(v)), 0);
+        assert_eq!(r.pop_many(4, &mut got), 4);
+        assert_eq!(r.pop_many(100, &mut got), 2);
+        assert_eq!(r.pop_many(100, &mut got), 0);
         assert_eq!(got, vec![0, 1, 2, 3, 4, 5]);
         for i in 6..14 {
             r.push(i).unwrap();
         }
         assert!(matches!(r.push(99), Err(PushError::Full(99))));
-        assert_eq!(r.pop_many(100, |v| got.push(v)), 8);
+        assert_eq!(r.pop_many(100, &mut got), 8);
         assert_eq!(got, (0..14).collect::<Vec<_>>());
     }
 
@@ -357,7 +366,7 @@ mod tests {
                     let mut got = vec![];
                     while taken.load(std::sync::atomic::Ordering::SeqCst) < 2 * PER {
                         let n = if c == 0 {
-                            r.pop_many(7, |v| got.push(v))
+                            r.pop_many(7, &mut got)
                         } else {
                             r.pop().map_or(0, |v| {
                                 got.push(v);

@@ -1,6 +1,7 @@
 //! The producer handle.
 
 use crate::builder::Chan;
+use crate::clock::Ticks;
 use crate::error::{SendError, SendTimeoutError, TrySendError};
 use crate::key::Key;
 use crate::oneshot;
@@ -53,7 +54,7 @@ impl<T: Send + 'static> Sender<T> {
     /// assert_eq!(tx.send_at("late", Instant::now()).unwrap_err().into_inner(), "late");
     /// ```
     pub fn send_at(&self, item: T, deadline: Instant) -> Result<Key, SendError<T>> {
-        let d = self.chan.shared.ticks.of(deadline);
+        let d = self.chan.shared.deadline_ticks(deadline);
         match self.send_ticks(item, d, Wait::Until(None)) {
             Ok(k) => Ok(k),
             Err(SendFail::Disconnected(t) | SendFail::Full(t) | SendFail::Timeout(t)) => Err(SendError(t)),
@@ -81,8 +82,7 @@ impl<T: Send + 'static> Sender<T> {
     /// ```
     pub fn send_after(&self, item: T, delay: Duration) -> Result<Key, SendError<T>> {
         let s = &self.chan.shared;
-        let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
-        let d = s.now_ticks().saturating_add(nanos);
+        let d = Ticks::after(s.now_ticks(), delay);
         match self.send_ticks(item, d, Wait::Until(None)) {
             Ok(k) => Ok(k),
             Err(SendFail::Disconnected(t) | SendFail::Full(t) | SendFail::Timeout(t)) => Err(SendError(t)),
@@ -109,7 +109,7 @@ impl<T: Send + 'static> Sender<T> {
     /// assert_eq!(rx.recv(), Ok(1));
     /// ```
     pub fn try_send_at(&self, item: T, deadline: Instant) -> Result<Key, TrySendError<T>> {
-        let d = self.chan.shared.ticks.of(deadline);
+        let d = self.chan.shared.deadline_ticks(deadline);
         match self.send_ticks(item, d, Wait::Never) {
             Ok(k) => Ok(k),
             Err(SendFail::Full(t) | SendFail::Timeout(t)) => Err(TrySendError::Full(t)),
@@ -146,7 +146,7 @@ impl<T: Send + 'static> Sender<T> {
     ) -> Result<Key, SendTimeoutError<T>> {
         let s = &self.chan.shared;
         let until = s.clock.now().checked_add(timeout);
-        match self.send_ticks(item, s.ticks.of(deadline), Wait::Until(until)) {
+        match self.send_ticks(item, s.deadline_ticks(deadline), Wait::Until(until)) {
             Ok(k) => Ok(k),
             Err(SendFail::Full(t) | SendFail::Timeout(t)) => Err(SendTimeoutError::Timeout(t)),
             Err(SendFail::Disconnected(t)) => Err(SendTimeoutError::Disconnected(t)),
@@ -204,7 +204,7 @@ impl<T: Send + 'static> Sender<T> {
             return false;
         }
         let (answer, reply) = oneshot::pair();
-        let cmd = Cmd::Reschedule { key: key.seq, deadline: s.ticks.of(deadline), answer };
+        let cmd = Cmd::Reschedule { key: key.seq, deadline: s.deadline_ticks(deadline), answer };
         s.command(cmd) && reply.wait().unwrap_or(false)
     }
 }

@@ -13,7 +13,7 @@
 //! - `disconnected` (set when the last `Receiver` goes, or a proxy dies): the
 //!   ingress ring is closed, the proxies wind down, pending items are dropped.
 
-use crate::clock::{Clock, Ticks};
+use crate::clock::{Clock, Ticks, NEVER};
 use crate::index::{Index, Kind};
 use crate::ingress::Ingress;
 use crate::oneshot::Answer;
@@ -136,7 +136,7 @@ impl<T> Shared<T> {
         index: Kind,
     ) -> Self {
         let ticks = Ticks::new(clock.now());
-        let now = ticks.of(clock.now());
+        let now = ticks.now(clock.now());
         Shared {
             id: crate::sync::next_queue_id(),
             len: CachePadded::new(AtomicUsize::new(0)),
@@ -157,8 +157,19 @@ impl<T> Shared<T> {
         }
     }
 
+    /// A deadline in ticks: `NEVER` beyond the horizon, unless the clock is past
+    /// it too (a mock clock moved by centuries), where a deadline that has passed
+    /// is due at once, like any other.
+    pub(crate) fn deadline_ticks(&self, deadline: Instant) -> u64 {
+        match self.ticks.of(deadline) {
+            NEVER if deadline <= self.clock.now() => NEVER - 1,
+            d => d,
+        }
+    }
+
+    /// The clock's reading in ticks (it stops one short of `NEVER`).
     pub(crate) fn now_ticks(&self) -> u64 {
-        self.ticks.of(self.clock.now())
+        self.ticks.now(self.clock.now())
     }
 
     /// The time the dequeue proxy delivers by (see `mock_now`).
@@ -304,21 +315,19 @@ impl<T> Shared<T> {
         }
     }
 
-    /// Takes one due item, if the egress ring has one.
-    pub(crate) fn try_take(&self) -> Option<T> {
-        let (_, _, item) = self.egress.pop()?;
+    /// Takes one due item, `(deadline, key, item)`, if the egress ring has one.
+    pub(crate) fn try_take(&self) -> Option<(u64, u64, T)> {
+        let entry = self.egress.pop()?;
         self.taken(1);
-        Some(item)
+        Some(entry)
     }
 
-    /// Takes due items into `buf` until `limit` or the ring is empty.
-    pub(crate) fn take_many(&self, buf: &mut Vec<T>, limit: usize) -> usize {
-        // Reserve first: `pop_many` must not unwind between claiming slots and
-        // handing their values over.
-        buf.reserve(limit.min(self.egress.capacity()));
+    /// Takes due items, `(deadline, key, item)`, into `buf` until `limit` or the
+    /// ring is empty.
+    pub(crate) fn take_many(&self, buf: &mut Vec<(u64, u64, T)>, limit: usize) -> usize {
         let mut n = 0;
         while n < limit {
-            let got = self.egress.pop_many(limit - n, |(_, _, item)| buf.push(item));
+            let got = self.egress.pop_many(limit - n, buf);
             if got == 0 {
                 break;
             }

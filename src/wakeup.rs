@@ -20,16 +20,21 @@
 //!    parker keeps an unpark that arrives between unlock and park as a token. No
 //!    wakeup is sent when the head did not move earlier than the plan.
 //!
-//! 2. **Work arrived** (producer → idle enqueue proxy; consumer → dequeue proxy
-//!    waiting for egress room): a [`Bell`]. The sleeper sets `SLEEPING`, issues a
+//! 2. **Work arrived** (producer → idle enqueue proxy; egress room → dequeue proxy
+//!    waiting for it): a [`Bell`]. The sleeper sets its `sleeping` flag, issues a
 //!    SeqCst fence, re-checks for work, then parks; the waker makes work visible,
-//!    issues a SeqCst fence, then reads the flag and unparks only a sleeper it
-//!    swapped to `AWAKE`. Either the re-check sees the work or the waker sees the
-//!    flag (the store-buffering litmus test, forbidden by SeqCst fences).
+//!    issues a SeqCst fence, then reads the flag and unparks only a sleeper whose
+//!    flag it swapped back to `false`. Either the re-check sees the work or the
+//!    waker sees the flag (the store-buffering litmus test, forbidden by SeqCst
+//!    fences). *Every* path that empties the egress ring rings the dequeue bell:
+//!    a consumer's take (`Shared::taken`) and `take_pending` (the enqueue proxy,
+//!    after its pops); a path that forgot it once left the proxy asleep with
+//!    room in the ring and due items in the index.
 //!
 //! 3. **Unconditional** (a `MockClock` moved, shutdown): a plain unpark, whose token
 //!    the next park consumes.
 
+use crate::clock::NEVER;
 use crate::sync::{fence, AtomicBool, Ordering, Unparker};
 
 /// What the dequeue proxy will do once it releases the timers lock.
@@ -62,7 +67,8 @@ impl Sleep {
     pub(crate) fn must_wake_for(&mut self, added: Option<u64>) -> bool {
         let wake = match (*self, added) {
             (Sleep::Until(t), Some(h)) => h < t,
-            (Sleep::Forever, Some(_)) => true,
+            // A never-due item cannot end a sleep.
+            (Sleep::Forever, Some(h)) => h != NEVER,
             _ => false,
         };
         if wake {
@@ -142,7 +148,8 @@ mod tests {
         assert_eq!(s, Sleep::Awake);
         assert!(!s.must_wake_for(Some(1)), "already woken");
         let mut f = Sleep::plan(None, false);
-        assert!(f.must_wake_for(Some(u64::MAX)));
+        assert!(!f.must_wake_for(Some(NEVER)), "a never-due item wakes nobody");
+        assert!(f.must_wake_for(Some(NEVER - 1)));
         let mut sp = Sleep::plan(Some(5), true);
         assert!(!sp.must_wake_for(Some(0)), "waits for room, will re-read the heap");
     }

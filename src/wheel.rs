@@ -17,10 +17,17 @@
 //! Invariants:
 //! - every wheel node has `deadline >= elapsed`; a node inserted with an earlier
 //!   deadline goes straight to `ready`;
-//! - a node at level `l` shares all digits above `l` with `elapsed`, and its digit
-//!   at `l` is not below `elapsed`'s, so the lowest occupied level holds the
-//!   earliest nodes, and within it the first occupied slot at or after `elapsed`'s
-//!   digit;
+//! - a node at level `l > 0` shares all digits above `l` with `elapsed`, and its
+//!   digit at `l` is *above* `elapsed`'s (no slot above level 0 contains
+//!   `elapsed`), so the lowest occupied level holds the earliest nodes, and within
+//!   it the first occupied slot at or after `elapsed`'s digit. Opening the last
+//!   level-0 slot of a rotation carries `elapsed` into the next slot of a higher
+//!   level; `open` cascades that slot at once, which keeps this true (an earlier
+//!   version opened it lazily, and `peek` reported its nodes ahead of earlier
+//!   level-0 ones);
+//! - nodes with a [`NEVER`] deadline are kept out of the wheel, in `never`: they
+//!   never fall due, so they must never sit in a slot that the end of the tick
+//!   range makes due (which once spun the proxy forever);
 //! - every `ready` node is earlier than `elapsed`, hence than every wheel node:
 //!   `elapsed` only moves to the start of the earliest occupied slot (the end of
 //!   its granule for level 0) or, with the wheel empty, to `now`. So `ready`'s top
@@ -28,6 +35,7 @@
 //!   empty and the slot is due: `ready` stays a granule or so small even under a
 //!   large backlog.
 
+use crate::clock::NEVER;
 use crate::heap::NodeHeap;
 use crate::index::{Entry, Node};
 use crate::slots::Slots;
@@ -45,8 +53,10 @@ pub(crate) struct WheelIndex<T> {
     slots: Vec<Vec<Node>>,
     occupied: [u64; LEVELS],
     ready: NodeHeap,
+    /// Nodes whose deadline is [`NEVER`].
+    never: Vec<Node>,
     entries: Slots<Entry<T>>,
-    /// Nodes in the wheel and `ready`, live or not.
+    /// Nodes in the wheel, `ready` and `never`, live or not.
     nodes: usize,
     /// A reusable buffer for the slot being opened.
     scratch: Vec<Node>,
@@ -68,6 +78,7 @@ impl<T> WheelIndex<T> {
             slots: (0..LEVELS * SLOTS).map(|_| Vec::new()).collect(),
             occupied: [0; LEVELS],
             ready: NodeHeap::default(),
+            never: Vec::new(),
             entries: Slots::new(),
             nodes: 0,
             scratch: Vec::new(),
@@ -96,14 +107,15 @@ impl<T> WheelIndex<T> {
     }
 
     /// The earliest live deadline, exactly: `ready`'s top, or else the earliest
-    /// live node of the earliest occupied slot (dead nodes found there are dropped).
+    /// live node of the earliest occupied slot (dead nodes found there are
+    /// dropped), or else [`NEVER`] if a never-due item is pending.
     pub(crate) fn peek(&mut self) -> Option<u64> {
         self.skip_dead_ready();
         if let Some(n) = self.ready.peek() {
             return Some(n.deadline);
         }
         loop {
-            let (level, slot, _) = self.next_slot()?;
+            let Some((level, slot, _)) = self.next_slot() else { return self.peek_never() };
             let i = level * SLOTS + slot;
             let before = self.slots[i].len();
             let entries = &self.entries;
@@ -117,7 +129,8 @@ impl<T> WheelIndex<T> {
     }
 
     /// No later than the earliest live deadline: `ready`'s top, or else the start
-    /// of the earliest occupied slot.
+    /// of the earliest occupied slot. `None` if nothing can fall due (the wheel
+    /// holds no node, or only never-due ones).
     pub(crate) fn next_wake(&mut self) -> Option<u64> {
         self.skip_dead_ready();
         match self.ready.peek() {
@@ -146,13 +159,27 @@ impl<T> WheelIndex<T> {
     }
 
     pub(crate) fn take_all(&mut self) -> Vec<(u64, u64, T)> {
+        self.clear_nodes();
+        Entry::drain_sorted(&mut self.entries)
+    }
+
+    fn clear_nodes(&mut self) {
         for s in &mut self.slots {
             *s = Vec::new();
         }
         self.occupied = [0; LEVELS];
         self.ready.clear();
+        self.never = Vec::new();
         self.nodes = 0;
-        Entry::drain_sorted(&mut self.entries)
+    }
+
+    /// `Some(NEVER)` if a never-due item is pending (dead nodes are dropped).
+    fn peek_never(&mut self) -> Option<u64> {
+        let before = self.never.len();
+        let entries = &self.entries;
+        self.never.retain(|n| Entry::is_live(entries, n));
+        self.nodes -= before - self.never.len();
+        (!self.never.is_empty()).then_some(NEVER)
     }
 
     fn take_ready(&mut self, n: Node, now: u64) -> Option<(u64, u64, T)> {
@@ -178,6 +205,10 @@ impl<T> WheelIndex<T> {
 
     /// Puts a node where the invariants say it belongs.
     fn place(&mut self, n: Node) {
+        if n.deadline == NEVER {
+            self.never.push(n);
+            return;
+        }
         if n.deadline < self.elapsed {
             self.ready.push(n);
             return;
@@ -191,20 +222,10 @@ impl<T> WheelIndex<T> {
         self.occupied[level] |= 1 << slot;
     }
 
-    /// The earliest occupied slot: `(level, slot, start tick)`.
-    ///
-    /// First, a slot whose range contains `elapsed` (possible only at a level above
-    /// 0, once opening the last level-0 slot of a rotation carried `elapsed` into
-    /// it): its nodes may precede any lower level's, so it is opened first.
-    /// Otherwise the lowest occupied level holds the earliest nodes, in its first
+    /// The earliest occupied slot: `(level, slot, start tick)`. The lowest
+    /// occupied level holds the earliest nodes (module invariants), in its first
     /// occupied slot at or after `elapsed`'s digit.
     fn next_slot(&self) -> Option<(usize, usize, u64)> {
-        for level in (1..LEVELS).rev() {
-            let d = digit(self.elapsed, level);
-            if self.occupied[level] & (1 << d) != 0 {
-                return Some((level, d, self.slot_start(level, d)));
-            }
-        }
         for level in 0..LEVELS {
             let occ = self.occupied[level];
             if occ == 0 {
@@ -229,11 +250,31 @@ impl<T> WheelIndex<T> {
     /// Opens the earliest slot (due at `start`): a level-0 slot moves into
     /// `ready`; a higher one cascades into lower levels.
     fn open(&mut self, level: usize, slot: usize, start: u64) {
+        // Past the end of a level-0 granule, `elapsed` may carry into the next
+        // slot of higher levels; at the very end of the tick range it saturates
+        // at `NEVER`, where only `never` nodes could follow, and those are kept
+        // out of the wheel.
+        let end = if level == 0 { start.saturating_add(1 << GRANULE_BITS) } else { start };
+        self.elapsed = self.elapsed.max(end);
+        self.replace(level, slot);
+        if level == 0 {
+            // Cascade every slot that now contains `elapsed`, highest first (its
+            // nodes land below it, in slots ahead of `elapsed`), so that no slot
+            // above level 0 contains `elapsed`.
+            for l in (1..LEVELS).rev() {
+                let d = digit(self.elapsed, l);
+                if self.occupied[l] & (1 << d) != 0 {
+                    self.replace(l, d);
+                }
+            }
+        }
+    }
+
+    /// Empties a slot and places its live nodes again for the current `elapsed`.
+    fn replace(&mut self, level: usize, slot: usize) {
         let i = level * SLOTS + slot;
         std::mem::swap(&mut self.scratch, &mut self.slots[i]);
         self.occupied[level] &= !(1 << slot);
-        self.elapsed =
-            self.elapsed.max(if level == 0 { start.saturating_add(1 << GRANULE_BITS) } else { start });
         let mut nodes = std::mem::take(&mut self.scratch);
         for n in nodes.drain(..) {
             if Entry::is_live(&self.entries, &n) {
@@ -252,11 +293,7 @@ impl<T> WheelIndex<T> {
     /// Rebuilds the wheel from the live entries once dead nodes outnumber them.
     fn maybe_compact(&mut self) {
         if self.nodes > 64 && self.nodes > 2 * self.entries.len() {
-            for s in &mut self.slots {
-                *s = Vec::new();
-            }
-            self.occupied = [0; LEVELS];
-            self.ready.clear();
+            self.clear_nodes();
             let live: Vec<Node> =
                 self.entries.iter().map(|(key, e)| Node { deadline: e.deadline, key }).collect();
             self.nodes = live.len();
@@ -271,10 +308,20 @@ impl<T> WheelIndex<T> {
 impl<T> WheelIndex<T> {
     /// Asserts the invariants of the module docs.
     pub(crate) fn check_invariants(&self) {
-        let mut counted = self.ready.len();
+        let mut counted = self.ready.len() + self.never.len();
+        assert!(self.never.iter().all(|n| n.deadline == NEVER), "a due-able node among the never-due");
         for (i, slot) in self.slots.iter().enumerate() {
             let (level, d) = (i / SLOTS, i % SLOTS);
             assert_eq!(slot.is_empty(), self.occupied[level] & (1 << d) == 0, "occupied bit of {level}/{d}");
+            if level > 0 && !slot.is_empty() {
+                assert_ne!(
+                    d,
+                    digit(self.elapsed, level),
+                    "slot {level}/{d} contains elapsed {}",
+                    self.elapsed
+                );
+            }
+            assert!(slot.iter().all(|n| n.deadline != NEVER), "a never-due node in slot {level}/{d}");
             counted += slot.len();
             for n in slot.iter().filter(|n| Entry::is_live(&self.entries, n)) {
                 assert!(n.deadline >= self.elapsed, "live wheel node {n:?} before elapsed {}", self.elapsed);
@@ -294,7 +341,7 @@ impl<T> WheelIndex<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::tests::{apply_wheel, check_against_model, check_basic_semantics};
+    use crate::index::tests::{apply_wheel, check_against_model, check_basic_semantics, NARROW, WIDE};
     use crate::index::Index;
 
     #[test]
@@ -305,9 +352,48 @@ mod tests {
 
     #[test]
     fn matches_a_sorted_model_and_compacts_dead_nodes() {
-        let mut w = WheelIndex::new(1 << 40);
-        check_against_model(&mut |op| apply_wheel(&mut w, op));
-        assert!(w.nodes <= 2 * w.entries.len() + 64, "dead nodes were not compacted");
+        for spreads in [WIDE, NARROW] {
+            let mut w = WheelIndex::new(1 << 40);
+            check_against_model(spreads, &mut |op| apply_wheel(&mut w, op));
+            assert!(w.nodes <= 2 * w.entries.len() + 64, "dead nodes were not compacted");
+        }
+    }
+
+    #[test]
+    fn peek_after_a_rotation_carry_sees_earlier_lower_nodes() {
+        // `a` ends the last granule of a level-0 rotation; `b` waits in the next
+        // level-1 slot, which then contains `elapsed`; `c`, added after, sits
+        // below it and is the earliest.
+        let base = 1u64 << 40;
+        let mut w = WheelIndex::new(base);
+        let (a, b, c) = (base + 65_535, base + 65_536 + 50_000, base + 65_536 + 600);
+        w.insert(1, a, 'a');
+        w.insert(2, b, 'b');
+        assert_eq!(w.pop_due(a), Some((a, 1, 'a')));
+        w.check_invariants();
+        w.insert(3, c, 'c');
+        assert_eq!(w.peek(), Some(c));
+        assert!(w.next_wake().is_some_and(|t| t <= c));
+        assert_eq!(w.pop_due(b), Some((c, 3, 'c')));
+        assert_eq!(w.pop_due(b), Some((b, 2, 'b')));
+    }
+
+    #[test]
+    fn never_due_nodes_stay_out_of_the_wheel_at_the_end_of_time() {
+        let mut w = WheelIndex::new(NEVER - 5_000);
+        w.insert(1, NEVER, 1);
+        w.insert(2, NEVER - 1, 2);
+        w.insert(3, NEVER - 3_000, 3);
+        assert_eq!(w.peek(), Some(NEVER - 3_000));
+        assert_eq!(w.pop_due(NEVER - 1), Some((NEVER - 3_000, 3, 3)));
+        assert_eq!(w.pop_due(NEVER - 1), Some((NEVER - 1, 2, 2)));
+        assert_eq!(w.pop_due(u64::MAX), None, "a never-due item fell due");
+        w.check_invariants();
+        assert_eq!(w.peek(), Some(NEVER));
+        assert_eq!(w.next_wake(), None, "nothing can fall due: no wake-up");
+        assert!(w.reschedule(1, NEVER - 2));
+        assert_eq!(w.pop_due(NEVER - 1), Some((NEVER - 2, 1, 1)));
+        assert_eq!(w.peek(), None);
     }
 
     #[test]

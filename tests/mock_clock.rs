@@ -2,21 +2,34 @@
 //! exactly when the mock time reaches a deadline, timeouts in mock time, and many
 //! queues on one clock.
 
+mod common;
+use common::{join, ms, scale, spawn, HOUR};
 use delayq::{Builder, Clock, MockClock, Receiver, RecvTimeoutError, Sender, SystemClock, TryRecvError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
+const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
+fn years(n: u32) -> Duration {
+    YEAR * n
 }
 
-const HOUR: Duration = Duration::from_secs(3600);
+/// Both timer index backends, on a fresh mock clock each.
+fn each_index<T: Send + 'static>(mut f: impl FnMut(&str, MockClock, Sender<T>, Receiver<T>)) {
+    for index in ["wheel", "heap"] {
+        let clock = MockClock::new();
+        let (tx, rx) = Builder::new().clock(clock.clone()).timer_index(index).build().unwrap();
+        f(index, clock, tx, rx);
+    }
+}
 
-/// Multiplies iteration counts: `DELAYQ_TEST_SCALE=10 cargo test` for a heavier run.
-fn scale() -> usize {
-    std::env::var("DELAYQ_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
+/// Steps `clock` on another thread, failing (instead of hanging) if the step
+/// does not return.
+fn step(clock: &MockClock, by: Duration) {
+    let c = clock.clone();
+    join(spawn(move || c.advance(by)));
 }
 
 fn on<T: Send + 'static>(clock: &MockClock) -> (Sender<T>, Receiver<T>) {
@@ -295,4 +308,52 @@ fn queues_come_and_go_while_another_thread_steps_the_clock() {
         Ok(steps) => assert!(steps > 0),
         Err(e) => panic!("a clock step (or a receive waiting for one) hung: {e:?}"),
     }
+}
+
+// Deadlines and clock steps at the edge of the tick range (reliability defects 1
+// and 2): a deadline beyond the horizon is "never", whatever the clock does.
+
+#[test]
+fn a_saturated_deadline_never_falls_due_and_century_steps_return() {
+    each_index::<&str>(|index, clock, tx, rx| {
+        let t0 = clock.now();
+        tx.send_after("duration max", Duration::MAX).unwrap();
+        tx.send_at("+600 y", t0 + years(600)).unwrap();
+        tx.send_at("+1 y", t0 + years(1)).unwrap();
+        step(&clock, years(500));
+        assert_eq!(rx.try_recv(), Ok("+1 y"), "{index}");
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "{index}: a far deadline fell due");
+        step(&clock, Duration::MAX);
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "{index}: a far deadline fell due");
+        assert_eq!(rx.len(), 2, "{index}");
+        // The queue still works on a clock at the end of time, and goes away.
+        tx.send_at("now", clock.now()).unwrap();
+        step(&clock, Duration::ZERO);
+        assert_eq!(rx.try_recv(), Ok("now"), "{index}");
+        let pending: Vec<&str> = rx.take_pending().into_iter().map(|(_, x)| x).collect();
+        assert_eq!(pending, ["duration max", "+600 y"], "{index}: far items leave in key order");
+        join(spawn(move || drop((tx, rx))));
+    });
+}
+
+#[test]
+fn far_deadlines_are_never_early_and_never_reordered_by_saturation() {
+    each_index::<&str>(|index, clock, tx, rx| {
+        let t0 = clock.now();
+        tx.send_at("+600 y", t0 + years(600)).unwrap();
+        tx.send_at("+500 y", t0 + years(500)).unwrap();
+        tx.send_at("+400 y", t0 + years(400)).unwrap();
+        tx.send_at("+300 y", t0 + years(300)).unwrap();
+        step(&clock, years(350));
+        assert_eq!(rx.try_recv(), Ok("+300 y"), "{index}");
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "{index}");
+        step(&clock, years(140)); // 490 years: past the tick range's end
+        assert_eq!(rx.try_recv(), Ok("+400 y"), "{index}");
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "{index}: delivered 110 years early");
+        assert_eq!(rx.len(), 2, "{index}");
+        // Beyond the horizon, `peek_deadline` reports the horizon: later than
+        // any time the queue can reach.
+        let peek = rx.peek_deadline().expect("two items pending");
+        assert!(peek > t0 + years(480), "{index}: peek {:?} after t0", peek - t0);
+    });
 }

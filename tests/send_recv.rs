@@ -305,6 +305,27 @@ fn peek_deadline_reports_the_earliest_undelivered_deadline() {
 }
 
 #[test]
+fn peek_deadline_is_exact_after_a_timing_wheel_rotation() {
+    // Reliability defect 3: after A's granule, the last of a wheel rotation, the
+    // wheel's next level holds B in the slot that now contains "now"; C, sent
+    // later into the lowest level, is the earliest.
+    for index in ["wheel", "heap"] {
+        let clock = MockClock::new();
+        let (tx, rx) = Builder::new().clock(clock.clone()).timer_index(index).build::<char>().unwrap();
+        let t0 = clock.now();
+        let ns = Duration::from_nanos;
+        tx.send_at('A', t0 + ns(65_036)).unwrap();
+        tx.send_at('B', t0 + ns(115_536)).unwrap();
+        clock.set(t0 + ns(65_036));
+        assert_eq!(rx.try_recv(), Ok('A'), "{index}");
+        tx.send_at('C', t0 + ns(65_636)).unwrap();
+        assert_eq!(rx.peek_deadline(), Some(t0 + ns(65_636)), "{index}");
+        clock.set(t0 + ns(115_536));
+        assert_eq!(rx.try_iter().collect::<String>(), "CB", "{index}");
+    }
+}
+
+#[test]
 fn peek_deadline_is_exact_on_system_clock() {
     let (tx, rx) = delayq::unbounded::<u8>();
     let at = Instant::now() + Duration::from_secs(3600) + Duration::from_nanos(123);

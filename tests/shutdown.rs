@@ -310,3 +310,24 @@ fn shutdown_while_the_consumers_ring_is_full_loses_nothing() {
     drop(got);
     assert_eq!(drops.load(Ordering::SeqCst), 3000);
 }
+
+#[test]
+fn take_pending_without_close_wakes_a_dequeue_proxy_waiting_for_room() {
+    // Reliability defect 4: more items due than the consumers' ring holds and no
+    // consumer, so the dequeue proxy waits for room; `take_pending` makes room
+    // without a receive. A later due item must still come out.
+    for cap in [None, Some(1100)] {
+        let (clock, tx, rx) = mock_named::<u32>("sd-tp", cap);
+        for i in 0..1100 {
+            tx.send_at(i, clock.now()).unwrap();
+        }
+        clock.advance(Duration::ZERO); // a round ran: the ring is full
+        assert_eq!(rx.take_pending().len(), 1100);
+        assert_eq!(rx.len(), 0);
+        tx.send_at(7, clock.now()).unwrap();
+        // No clock step: a step would wake the proxy and hide a lost wakeup.
+        let rx2 = rx.clone();
+        assert_eq!(join(spawn(move || rx2.recv())), Ok(7), "cap {cap:?}");
+        assert_eq!(rx.len(), 0);
+    }
+}

@@ -3,7 +3,7 @@
 //! (a callback's message, a condition), never for "long enough".
 
 mod common;
-use common::{join, spawn, wait_for};
+use common::{join, spawn, wait_for, Bomb};
 use delayq::timer::{MissedTicks, Scheduler, TimerId};
 use delayq::{BuildError, MockClock};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -489,6 +489,87 @@ fn panicking_callbacks_are_caught_and_counted_and_the_rest_goes_on() {
     assert_eq!(drain(&rx), vec!["tick", "after", "tick", "tick"]);
     assert_eq!(s.panicked(), 4);
     assert!(s.cancel(every)); // still scheduled after panicking
+}
+
+/// Schedules a one-shot due in a second and returns its message channel: the
+/// scheduler still runs timers.
+fn still_works(s: &Scheduler, clock: &MockClock) {
+    let (tx, rx) = mpsc::channel();
+    s.schedule_after(secs(1), move || tx.send("still works").unwrap());
+    clock.advance(secs(1));
+    assert_eq!(rx.recv_timeout(WAIT), Ok("still works"));
+}
+
+#[test]
+fn a_repeating_callback_whose_drop_panics_cancelling_itself_does_not_abort() {
+    // Reliability defect 5: the leftover closure of a repeating timer that
+    // cancelled itself was dropped on a rayon worker outside `catch_unwind`,
+    // and rayon aborts the process on an escaped panic.
+    let (s, clock) = mock(1);
+    let (tx, rx) = mpsc::channel();
+    let id = Arc::new(OnceLock::<TimerId>::new());
+    let (s2, id2, bomb) = (s.clone(), id.clone(), Bomb::armed());
+    let t = s.schedule_every(clock.now() + secs(1), secs(1), MissedTicks::Skip, move || {
+        let _keep = &bomb;
+        tx.send(s2.cancel(*id2.get().unwrap())).unwrap();
+    });
+    id.set(t).unwrap();
+    clock.advance(secs(1));
+    assert_eq!(rx.recv_timeout(WAIT), Ok(true));
+    settle(&s, &clock);
+    assert_eq!(s.len(), 0);
+    still_works(&s, &clock);
+    assert_eq!(s.panicked(), 1, "the panicking drop is caught and counted");
+}
+
+#[test]
+fn panics_in_callbacks_and_their_drops_are_contained_on_every_path() {
+    let (s, clock) = mock(2);
+    let (tx, rx) = mpsc::channel();
+    let expected_panics = 6;
+    // 1. A one-shot that runs (its closure is dropped after the call).
+    let b = Bomb::armed();
+    let t1 = tx.clone();
+    s.schedule_after(secs(1), move || {
+        let _keep = &b;
+        t1.send("one-shot ran").unwrap();
+    });
+    // 2. A panicking callback that also panics when dropped.
+    let b = Bomb::armed();
+    s.schedule_after(secs(1), move || {
+        let _keep = &b;
+        panic!("callback boom");
+    });
+    // 3. A repeating timer cancelled from this thread while pending.
+    let b = Bomb::armed();
+    let every = s.schedule_every(clock.now() + secs(100), secs(1), MissedTicks::Burst, move || {
+        let _keep = &b;
+    });
+    // 4. A pending one-shot cancelled from this thread.
+    let b = Bomb::armed();
+    let once = s.schedule_after(secs(100), move || {
+        let _keep = &b;
+    });
+    clock.advance(secs(1));
+    assert_eq!(rx.recv_timeout(WAIT), Ok("one-shot ran"));
+    settle(&s, &clock);
+    assert!(s.cancel(every), "the drop's panic does not reach the caller");
+    assert!(s.cancel(once));
+    still_works(&s, &clock);
+    // 5. Pending at shutdown, and 6. scheduled after it.
+    let b = Bomb::armed();
+    s.schedule_after(secs(100), move || {
+        let _keep = &b;
+    });
+    let t2 = s.clone();
+    join(spawn(move || t2.shutdown()));
+    let b = Bomb::armed();
+    s.schedule_after(secs(1), move || {
+        let _keep = &b;
+    });
+    assert_eq!(s.len(), 0);
+    assert_eq!(s.panicked(), expected_panics);
+    join(spawn(move || drop(s)));
 }
 
 #[test]

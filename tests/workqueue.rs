@@ -3,7 +3,7 @@
 //! `MockClock`: its `advance` returns once the items it made ready are queued.
 
 mod common;
-use common::{join, spawn, wait_for};
+use common::{join, spawn, wait_for, Bomb};
 use delayq::workqueue::{
     default_rate_limiter, ExponentialFailure, FastSlow, MaxOf, RateLimiter, TokenBucket, WorkQueue,
 };
@@ -644,4 +644,115 @@ fn system_clock_add_after_becomes_ready_in_time() {
     assert_eq!(q.get(), Some("sooner"));
     assert_eq!(q.get(), Some("later"));
     assert!(start.elapsed() >= ms(20));
+}
+
+/// A key whose `Drop`, `Hash` or `Eq` panics once armed (identity is `id`).
+#[derive(Clone, Debug)]
+struct Touchy {
+    id: u32,
+    on_drop: Bomb,
+    on_hash: Arc<AtomicBool>,
+    on_eq: Arc<AtomicBool>,
+}
+
+impl Touchy {
+    fn new(id: u32) -> Touchy {
+        let off = || Arc::new(AtomicBool::new(false));
+        let on_drop = Bomb::armed();
+        on_drop.disarm();
+        Touchy { id, on_drop, on_hash: off(), on_eq: off() }
+    }
+
+    fn disarm(&self) {
+        self.on_drop.disarm();
+        self.on_hash.store(false, Ordering::SeqCst);
+        self.on_eq.store(false, Ordering::SeqCst);
+    }
+}
+
+impl PartialEq for Touchy {
+    fn eq(&self, other: &Touchy) -> bool {
+        // Both armed: the panic hits the mover comparing two copies of one key,
+        // never a lookup of another key that shares a hash tag.
+        if self.on_eq.load(Ordering::SeqCst) && other.on_eq.load(Ordering::SeqCst) {
+            panic!("a key's Eq panics");
+        }
+        self.id == other.id
+    }
+}
+
+impl Eq for Touchy {}
+
+impl Hash for Touchy {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        if self.on_hash.load(Ordering::SeqCst) {
+            panic!("a key's Hash panics");
+        }
+        self.id.hash(h)
+    }
+}
+
+#[test]
+fn the_mover_survives_a_key_whose_drop_panics() {
+    // Reliability defect 6: the mover thread died on the first panicking drop,
+    // and later delayed items never became ready.
+    let (q, clock) = mock::<Touchy>();
+    let one = Touchy::new(1);
+    q.add_after(one.clone(), Duration::from_secs(1));
+    one.on_drop.0.store(true, Ordering::SeqCst); // every copy now panics when dropped
+    clock.advance(Duration::from_secs(1));
+    let two = Touchy::new(2);
+    q.add_after(two.clone(), Duration::from_secs(1));
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(q.len(), 2, "the mover died");
+    one.disarm();
+    let got: Vec<u32> = (0..2).map(|_| q.get().unwrap().id).collect();
+    assert_eq!(got, [1, 2]);
+    assert!(q.stats().panics >= 1, "contained panics are counted");
+    join(spawn(move || drop(q)));
+}
+
+#[test]
+fn the_mover_survives_keys_whose_hash_or_eq_panics() {
+    for which in ["hash", "eq"] {
+        let (q, clock) = mock::<Touchy>();
+        let bad = Touchy::new(1);
+        q.add_after(bad.clone(), Duration::from_secs(1));
+        match which {
+            "hash" => bad.on_hash.store(true, Ordering::SeqCst),
+            _ => bad.on_eq.store(true, Ordering::SeqCst),
+        }
+        let start = Instant::now();
+        clock.advance(Duration::from_secs(1));
+        assert!(start.elapsed() < Duration::from_secs(5), "{which}: the step waited for a dead mover");
+        let good = Touchy::new(2);
+        q.add_after(good, Duration::from_secs(1));
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(q.get().map(|k| k.id), Some(2), "{which}");
+        assert!(q.stats().panics >= 1, "{which}");
+        bad.disarm();
+        join(spawn(move || drop(q)));
+    }
+}
+
+#[test]
+fn shut_down_survives_delayed_keys_whose_drop_panics() {
+    let (q, _clock) = mock::<Touchy>();
+    let keys: Vec<Touchy> = (0..3).map(Touchy::new).collect();
+    for k in &keys {
+        q.add_after(k.clone(), Duration::from_secs(60));
+    }
+    q.add(Touchy::new(9));
+    for k in &keys {
+        k.on_drop.0.store(true, Ordering::SeqCst);
+    }
+    let q2 = q.clone();
+    join(spawn(move || q2.shut_down()));
+    assert_eq!(q.stats().dropped_delayed, 3);
+    assert_eq!(q.get().map(|k| k.id), Some(9));
+    assert_eq!(q.get(), None);
+    for k in &keys {
+        k.disarm();
+    }
+    join(spawn(move || drop(q)));
 }

@@ -23,17 +23,25 @@
 
 use arbitrary::Arbitrary;
 use delayq::{Builder, Key, MockClock, Receiver, Sender, TryRecvError, TrySendError};
-use delayq_fuzz::{ms, Item, Ticks, Tracker};
+use delayq_fuzz::{ms, years, Item, Ticks, Tracker, NEVER};
 use libfuzzer_sys::fuzz_target;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Queue states kept at once before an input is given up as too ambiguous.
 const MAX_STATES: usize = 2048;
-/// Pending items at most on an unbounded queue: stays below the 1024-slot egress
-/// ring, so a clock step always moves every due item.
-const MAX_PENDING: usize = 900;
+/// Pending items at most on an unbounded queue: more than its 1024-slot egress
+/// ring holds, so that a clock step can leave due items behind a full ring (and
+/// the dequeue proxy waiting for room).
+const MAX_PENDING: usize = 2400;
+/// The egress ring of an unbounded queue (a bounded one here holds at most 32
+/// items, which its ring always has room for).
+const EGRESS: usize = 1024;
+/// Deadlines and clock steps in years: 0..700, across the queue's horizon (about
+/// 484 years after it was built).
+const MAX_YEARS: u16 = 700;
 /// Handles of each kind alive at once.
 const MAX_HANDLES: usize = 8;
 
@@ -63,6 +71,8 @@ enum Delay {
     Ms(u8),
     /// `Duration::MAX`: saturates, never due.
     Far,
+    /// `years % MAX_YEARS` years.
+    Years(u16),
 }
 
 #[derive(Arbitrary, Debug)]
@@ -93,6 +103,29 @@ enum Op {
     },
     Advance {
         ms: u8,
+    },
+    /// `advance(years % MAX_YEARS)`.
+    AdvanceYears {
+        years: u16,
+    },
+    /// `advance(Duration::MAX)`: the mock clock jumps past the horizon.
+    AdvanceMax,
+    /// `send_at(start + years % MAX_YEARS)`.
+    SendAtYears {
+        tx: u8,
+        years: u16,
+    },
+    RescheduleYears {
+        tx: u8,
+        key: u8,
+        years: u16,
+    },
+    /// `(n % 160 + 1) * 8` sends due `at_ms % 40 + 1` ms after the clock's now:
+    /// with a step, more due items than the egress ring holds.
+    Burst {
+        tx: u8,
+        at_ms: u8,
+        n: u8,
     },
     /// `MockClock::set(start + at_ms % 160 ms)`; earlier than now leaves the time
     /// alone.
@@ -152,6 +185,8 @@ struct Model {
     ticks: Ticks,
     now: u64,
     capacity: Option<usize>,
+    /// Items the egress ring holds.
+    egress_cap: usize,
     /// Sent and not yet received, cancelled or taken.
     pending: BTreeMap<u32, Meta>,
     /// Every item ever sent, with its latest deadline (read for unapplied sends).
@@ -176,6 +211,7 @@ impl Model {
             ticks,
             now,
             capacity,
+            egress_cap: if capacity.is_some() { usize::MAX } else { EGRESS },
             pending: BTreeMap::new(),
             metas: HashMap::new(),
             unapplied: Vec::new(),
@@ -210,13 +246,14 @@ impl Model {
     }
 
     fn has_due(&self, s: &State) -> bool {
-        s.heap.first().is_some_and(|&(d, _, _)| d <= self.now)
+        s.egress.len() < self.egress_cap && s.heap.first().is_some_and(|&(d, _, _)| d <= self.now)
     }
 
-    /// The dequeue proxy's round: every due item, in `(deadline, seq)` order.
+    /// The dequeue proxy's round: every due item, in `(deadline, seq)` order, as
+    /// far as the egress ring has room.
     fn round(&self, s: &mut State) {
         while let Some(&(d, seq, id)) = s.heap.first() {
-            if d > self.now {
+            if d > self.now || s.egress.len() >= self.egress_cap {
                 break;
             }
             s.heap.remove(&(d, seq, id));
@@ -278,7 +315,7 @@ impl Model {
     }
 
     /// A clock step to `now`: returns with every send applied and every due item
-    /// in the egress ring.
+    /// in the egress ring, as far as it has room.
     fn clock_step(&mut self, now: u64) {
         self.now = now;
         if self.disconnected || self.gave_up {
@@ -286,10 +323,20 @@ impl Model {
         }
         self.settle(true);
         let all = self.unapplied.len();
-        let now = self.now;
-        self.keep("clock step", |s| s.applied == all && s.heap.first().map_or(true, |&(d, _, _)| d > now));
+        let (now, cap) = (self.now, self.egress_cap);
+        self.keep("clock step", |s| {
+            s.applied == all && (s.egress.len() >= cap || s.heap.first().map_or(true, |&(d, _, _)| d > now))
+        });
         self.unapplied.clear();
         self.states = self.states.drain().map(|s| State { applied: 0, ..s }).collect();
+        if self.states.iter().all(|s| s.egress.len() >= cap && s.heap.first().is_some_and(|&(d, _, _)| d <= now))
+        {
+            // The dequeue proxy now waits for room in the egress ring.
+            REACHED.space.fetch_add(1, Ordering::Relaxed);
+        }
+        if now == NEVER - 1 {
+            REACHED.end_of_time.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn received(&mut self, id: u32) {
@@ -364,10 +411,14 @@ impl Harness {
     }
 
     fn deadline_of(&self, how: &How) -> u64 {
-        match *how {
-            How::At(t) | How::TryAt(t) => self.m.ticks.of(t),
-            How::After(d) => self.m.now.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        let d = match *how {
+            How::At(t) | How::TryAt(t) => self.m.ticks.deadline(t, self.clock.now()),
+            How::After(d) => Ticks::after(self.m.now, d),
+        };
+        if d == NEVER {
+            REACHED.never_due.fetch_add(1, Ordering::Relaxed);
         }
+        d
     }
 
     fn send(&mut self, tx: u8, how: How) {
@@ -456,7 +507,7 @@ impl Harness {
             return;
         }
         self.m.synchronise();
-        let deadline = self.m.ticks.of(at);
+        let deadline = self.m.ticks.deadline(at, self.clock.now());
         match (r, self.m.pending.get(&id).copied()) {
             (true, None) => panic!("reschedule of {id} returned true, but it is not pending"),
             (true, Some(m)) => {
@@ -481,8 +532,11 @@ impl Harness {
             Some(t) => self.clock.set(t),
             None => self.clock.advance(by),
         }
-        let now = self.m.ticks.of(self.clock.now());
+        let now = self.m.ticks.now(self.clock.now());
         assert!(now >= self.m.now, "the mock clock ran backwards");
+        if by >= years(1) {
+            REACHED.century_steps.fetch_add(1, Ordering::Relaxed);
+        }
         self.m.clock_step(now);
     }
 
@@ -552,6 +606,9 @@ impl Harness {
 
     fn take_pending(&mut self, rx: u8) {
         let Some(rx) = pick(&self.rxs, rx).cloned() else { return };
+        if !self.m.closed && !self.m.pending.is_empty() {
+            REACHED.take_pending_open.fetch_add(1, Ordering::Relaxed);
+        }
         let got = rx.take_pending();
         self.m.synchronise();
         let got: Vec<(u64, u32)> = got.into_iter().map(|(t, item)| (self.m.ticks.of(t), item.id)).collect();
@@ -591,6 +648,7 @@ impl Harness {
                     Delay::Zero => Duration::ZERO,
                     Delay::Ms(n) => deadline_ms(n),
                     Delay::Far => Duration::MAX,
+                    Delay::Years(y) => years(u64::from(y % MAX_YEARS)),
                 };
                 self.send(tx, How::After(d))
             }
@@ -598,6 +656,20 @@ impl Harness {
             Op::Cancel { tx, key } => self.cancel(tx, key),
             Op::Reschedule { tx, key, at_ms } => self.reschedule(tx, key, at(at_ms)),
             Op::Advance { ms: n } => self.step_clock(None, step_ms(n)),
+            Op::AdvanceYears { years: y } => self.step_clock(None, years(u64::from(y % MAX_YEARS))),
+            Op::AdvanceMax => self.step_clock(None, Duration::MAX),
+            Op::SendAtYears { tx, years: y } => {
+                self.send(tx, How::At(self.start + years(u64::from(y % MAX_YEARS))))
+            }
+            Op::RescheduleYears { tx, key, years: y } => {
+                self.reschedule(tx, key, self.start + years(u64::from(y % MAX_YEARS)))
+            }
+            Op::Burst { tx, at_ms, n } => {
+                let at = self.clock.now() + ms(u64::from(at_ms % 40) + 1);
+                for _ in 0..(usize::from(n % 160) + 1) * 8 {
+                    self.send(tx, How::At(at));
+                }
+            }
             Op::Set { at_ms } => {
                 self.step_clock(Some(self.start + ms(u64::from(at_ms % 160))), Duration::ZERO)
             }
@@ -654,7 +726,46 @@ impl Harness {
     }
 }
 
+/// How often inputs reached the regions the reliability issue named (printed
+/// every few thousand inputs, so a run shows that it got there).
+struct Reached {
+    inputs: AtomicU64,
+    space: AtomicU64,
+    take_pending_open: AtomicU64,
+    never_due: AtomicU64,
+    century_steps: AtomicU64,
+    end_of_time: AtomicU64,
+}
+
+static REACHED: Reached = Reached {
+    inputs: AtomicU64::new(0),
+    space: AtomicU64::new(0),
+    take_pending_open: AtomicU64::new(0),
+    never_due: AtomicU64::new(0),
+    century_steps: AtomicU64::new(0),
+    end_of_time: AtomicU64::new(0),
+};
+
+impl Reached {
+    fn report(&self) {
+        let n = self.inputs.fetch_add(1, Ordering::Relaxed) + 1;
+        if n.is_power_of_two() || n % 8192 == 0 {
+            let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+            eprintln!(
+                "reached after {n} inputs: egress full with due items left {}, take_pending while open {}, \
+                 never-due sends {}, clock steps of a year or more {}, clock at the horizon {}",
+                r(&self.space),
+                r(&self.take_pending_open),
+                r(&self.never_due),
+                r(&self.century_steps),
+                r(&self.end_of_time),
+            );
+        }
+    }
+}
+
 fuzz_target!(|input: Input| {
+    REACHED.report();
     let capacity = input.capacity.map(|c| usize::from(c % 32) + 1);
     let clock = MockClock::new();
     let start = clock.now();
@@ -672,7 +783,7 @@ fuzz_target!(|input: Input| {
         txs: vec![tx],
         rxs: vec![rx],
         keys: Vec::new(),
-        m: Model::new(ticks, ticks.of(start), capacity),
+        m: Model::new(ticks, ticks.now(start), capacity),
     };
     for op in &input.ops {
         if h.txs.is_empty() && h.rxs.is_empty() {

@@ -59,8 +59,14 @@ impl Drop for Item {
     }
 }
 
-/// The queue's tick arithmetic, restated: nanoseconds since an origin a century
-/// before the mock clock's start, saturating at `u64::MAX`.
+/// The tick of a deadline at or beyond the queue's horizon: never due.
+pub const NEVER: u64 = u64::MAX;
+
+/// The queue's tick arithmetic, restated as the crate documents it: nanoseconds
+/// since an origin a century before the mock clock's start; a deadline at or
+/// beyond the horizon (`u64::MAX` ns after the origin) is [`NEVER`] unless the
+/// clock has passed it too (then it is due at once, as `NEVER - 1`); the clock's
+/// own reading stops at `NEVER - 1`.
 #[derive(Debug, Clone, Copy)]
 pub struct Ticks {
     origin: Instant,
@@ -72,9 +78,33 @@ impl Ticks {
         Ticks { origin: start.checked_sub(CENTURY).unwrap_or(start) }
     }
 
-    pub fn of(&self, t: Instant) -> u64 {
-        u64::try_from(t.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX)
+    /// A deadline's tick, given the clock's time when it was sent.
+    pub fn deadline(&self, t: Instant, clock_now: Instant) -> u64 {
+        match self.of(t) {
+            NEVER if t <= clock_now => NEVER - 1,
+            d => d,
+        }
     }
+
+    /// `delay` after the clock reading `now` (in ticks).
+    pub fn after(now: u64, delay: Duration) -> u64 {
+        u64::try_from(delay.as_nanos()).map_or(NEVER, |d| now.saturating_add(d))
+    }
+
+    /// A clock reading's tick.
+    pub fn now(&self, t: Instant) -> u64 {
+        self.of(t).min(NEVER - 1)
+    }
+
+    /// An instant reported by the queue (`peek_deadline`, `take_pending`).
+    pub fn of(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.origin).as_nanos()).unwrap_or(NEVER)
+    }
+}
+
+/// `n` years of 365 days.
+pub fn years(n: u64) -> Duration {
+    Duration::from_secs(365 * 24 * 3600 * n)
 }
 
 /// `n` milliseconds.

@@ -2,6 +2,7 @@
 //! and the dispatcher.
 
 use super::scheduler::{Inner, Scheduler};
+use crate::sync::{AtomicU64, Ordering};
 use crate::{BuildError, Builder, Clock};
 use std::sync::Arc;
 
@@ -91,14 +92,24 @@ impl SchedulerBuilder {
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
+        let panicked = Arc::new(AtomicU64::new(0));
+        let counter = panicked.clone();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("delayq-timer-worker-{i}"))
+            // The last line of defence (every callback and drop is contained
+            // already): a panic that escapes a job is counted, never an abort,
+            // which is rayon's default.
+            .panic_handler(move |payload| {
+                // Relaxed: a statistic, as `Scheduler::panicked`.
+                counter.fetch_add(1, Ordering::Relaxed);
+                std::mem::forget(payload);
+            })
             .build()
             .map_err(|e| BuildError::ThreadPool(e.to_string()))?;
         let (tx, rx) =
             Builder::new().clock(self.clock.clone()).thread_name_prefix("delayq-timer").build::<u64>()?;
-        let inner = Arc::new(Inner::new(self.clock, tx, rx, pool));
+        let inner = Arc::new(Inner::new(self.clock, tx, rx, pool, panicked));
         let me = inner.clone();
         let dispatcher = crate::sync::thread::Builder::new()
             .name("delayq-timer-dispatch".to_owned())

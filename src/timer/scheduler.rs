@@ -115,7 +115,13 @@ impl fmt::Debug for TimerId {
 ///   `first`. A repeating timer whose next grid time `Instant` cannot hold stays
 ///   pending forever, like a far `when`.
 /// - A panicking callback is caught and counted ([`panicked`](Scheduler::panicked));
-///   a repeating timer whose callback panicked stays scheduled.
+///   a repeating timer whose callback panicked stays scheduled. So is a panic in
+///   the `Drop` of a callback (of what it captured), wherever the scheduler drops
+///   it: after its last run, on `cancel`, at shutdown. No panic of user code
+///   reaches the pool's workers, the dispatcher, or the caller of `cancel` and
+///   `shutdown`; the threads the scheduler owns survive all of them. (A closure
+///   that panics *and* whose captures panic while that panic unwinds aborts the
+///   process: Rust allows no second panic during an unwind.)
 /// - After [`shutdown`](Scheduler::shutdown), `schedule_*` return an id that never
 ///   runs and is not counted.
 ///
@@ -167,7 +173,8 @@ pub(super) struct Inner {
     /// its jobs in.
     runs: Mutex<VecDeque<Run>>,
     next_seq: AtomicU64,
-    panicked: AtomicU64,
+    /// Shared with the pool's panic handler.
+    panicked: Arc<AtomicU64>,
     dispatcher: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -203,6 +210,16 @@ struct Run {
     task: Task,
 }
 
+/// Counts a run as finished when dropped, however `execute` ends.
+struct RunEnd<'a>(&'a Inner);
+
+impl Drop for RunEnd<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.state).running -= 1;
+        self.0.idle.notify_all();
+    }
+}
+
 /// Marks this thread as running a callback of scheduler `id` until dropped.
 struct RunningHere(u64);
 
@@ -230,7 +247,13 @@ impl Drop for RunningHere {
 }
 
 impl Inner {
-    pub(super) fn new(clock: Clock, tx: Sender<u64>, rx: Receiver<u64>, pool: rayon::ThreadPool) -> Inner {
+    pub(super) fn new(
+        clock: Clock,
+        tx: Sender<u64>,
+        rx: Receiver<u64>,
+        pool: rayon::ThreadPool,
+        panicked: Arc<AtomicU64>,
+    ) -> Inner {
         Inner {
             // Process-wide unique, so that a `TimerId` of one scheduler never
             // names a timer of another.
@@ -243,7 +266,7 @@ impl Inner {
             idle: Condvar::new(),
             runs: Mutex::new(VecDeque::new()),
             next_seq: AtomicU64::new(0),
-            panicked: AtomicU64::new(0),
+            panicked,
             dispatcher: Mutex::new(None),
         }
     }
@@ -297,11 +320,14 @@ impl Inner {
             let mut st = lock(&self.state);
             if !Inner::may_run(&st, run.seq) {
                 drop(st);
-                drop(run); // the callback's drop is user code: no lock held
+                self.drop_contained([run]); // the callback's drop is user code: no lock held
                 return;
             }
             st.running += 1;
         }
+        // Ends the run's count even if something below unwinds (nothing should:
+        // user code runs under `call` and `drop_contained`).
+        let _running = RunEnd(self);
         let here = RunningHere::enter(self.id);
         let leftover = match run.task {
             Task::Once(f) => {
@@ -314,9 +340,7 @@ impl Inner {
             }
         };
         drop(here);
-        drop(leftover);
-        lock(&self.state).running -= 1;
-        self.idle.notify_all();
+        self.drop_contained(leftover);
     }
 
     /// Runs a repeating timer due at `due` (and its `Burst` catch-up), then
@@ -357,12 +381,28 @@ impl Inner {
     /// Runs a callback, catching and counting a panic.
     fn call(&self, f: impl FnOnce()) {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
-            // Relaxed: a statistic, read on its own.
-            self.panicked.fetch_add(1, Ordering::Relaxed);
-            // A payload whose drop panics too is forgotten rather than unwind a worker.
-            if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-                std::mem::forget(again);
+            self.count_panic(payload);
+        }
+    }
+
+    /// Drops user values (callbacks and what they capture), catching and
+    /// counting a panicking `Drop`: on a pool worker an escaped panic would abort
+    /// the process (rayon's default), and on any path it would skip the rest of
+    /// the bookkeeping (a run never counted as finished wedges `shutdown`).
+    fn drop_contained<I: IntoIterator>(&self, values: I) {
+        for v in values {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
+                self.count_panic(payload);
             }
+        }
+    }
+
+    fn count_panic(&self, payload: Box<dyn std::any::Any + Send>) {
+        // Relaxed: a statistic, read on its own.
+        self.panicked.fetch_add(1, Ordering::Relaxed);
+        // A payload whose drop panics too is forgotten rather than unwind a worker.
+        if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            std::mem::forget(again);
         }
     }
 
@@ -373,7 +413,7 @@ impl Inner {
         let mut st = lock(&self.state);
         if st.shut_down {
             drop(st);
-            drop(task);
+            self.drop_contained([task]);
             return id;
         }
         // Sent under the lock, so that the dispatcher finds the entry.
@@ -381,7 +421,7 @@ impl Inner {
             Some(Ok(k)) => Some(k),
             Some(Err(_)) => {
                 drop(st);
-                drop(task);
+                self.drop_contained([task]);
                 return id;
             }
             None => None,
@@ -403,6 +443,7 @@ impl Inner {
                     // dispatcher finds no entry and skips it.
                     let _ = self.tx.cancel(key);
                 }
+                self.drop_contained([e]);
                 true
             }
         }
@@ -414,7 +455,7 @@ impl Inner {
             st.shut_down = true;
             std::mem::take(&mut st.timers)
         };
-        drop(timers); // the callbacks' drops are user code: no lock held
+        self.drop_contained(timers.into_values()); // user code: no lock held
         self.rx.close();
         drop(self.rx.take_pending());
         // Join the dispatcher before emptying `runs`, so that no run it hands
@@ -426,7 +467,7 @@ impl Inner {
             }
         }
         let queued: Vec<Run> = lock(&self.runs).drain(..).collect();
-        drop(queued);
+        self.drop_contained(queued);
         // A callback that shuts its own scheduler down cannot wait for itself,
         // nor for another callback doing the same (it waits for us): both count
         // as `stuck`, and we wait for the runs that are not.
@@ -634,8 +675,8 @@ impl Scheduler {
         self.len() == 0
     }
 
-    /// How many callbacks have panicked so far (each panic is caught; the worker,
-    /// the timer and the others go on).
+    /// How many callbacks, or drops of callbacks, have panicked so far (each
+    /// panic is caught; the worker, the timer and the others go on).
     ///
     /// # Examples
     ///

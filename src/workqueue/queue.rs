@@ -26,6 +26,7 @@ use crate::{Clock, Key, Receiver, Sender};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::hash::Hash;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -159,6 +160,8 @@ struct State<K> {
     adds: u64,
     retries: u64,
     dropped_delayed: u64,
+    /// User code that panicked on the mover or in shut down, caught.
+    panics: u64,
     latency: Samples,
     work: Samples,
 }
@@ -168,6 +171,25 @@ struct Waiting {
     key: Key,
     /// `None`: too far for `Instant`, never ready.
     ready: Option<Instant>,
+}
+
+/// Drops user values one by one, catching panics; returns how many panicked.
+fn drop_contained<I: IntoIterator>(values: I) -> u64 {
+    let mut panics = 0;
+    for v in values {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
+            panics += 1;
+            forget_panic(payload);
+        }
+    }
+    panics
+}
+
+/// Disposes of a caught panic's payload, whose own `Drop` might panic too.
+fn forget_panic(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
 }
 
 fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
@@ -205,6 +227,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
                 adds: 0,
                 retries: 0,
                 dropped_delayed: 0,
+                panics: 0,
                 latency: Samples::default(),
                 work: Samples::default(),
             }),
@@ -216,31 +239,63 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
 
     /// The mover thread: due items out of the delay queue, into the FIFO, until
     /// shut down closes and empties the delay queue.
+    ///
+    /// Every step that runs user code (the item's `Hash` and `Eq` in the maps,
+    /// `Clone`, `Drop`) is caught, one item at a time: the mover survives them all
+    /// and goes on with the next item (reliability: a panicking `Drop` once
+    /// killed it, and later delayed items never became ready).
     pub(super) fn run_mover(self: Arc<Self>) {
         let mut due = Vec::with_capacity(BATCH);
         let mut unused = Vec::new();
-        while self.rx.recv_many(&mut due, BATCH).is_ok() {
+        while self.rx.recv_many_entries(&mut due, BATCH).is_ok() {
             let mut added = 0;
             {
                 let mut st = lock(&self.state);
                 let now = self.clock.now();
-                for item in due.drain(..) {
-                    match st.waiting.remove_entry(&item) {
-                        Some((copy, _)) => {
-                            unused.push(copy);
-                            if Inner::add_locked(&mut st, item, now, &mut unused) {
-                                added += 1;
+                for entry in due.drain(..) {
+                    let key = entry.key();
+                    let arrived = catch_unwind(AssertUnwindSafe(|| {
+                        Inner::arrive(&mut st, entry.into_inner(), now, &mut unused)
+                    }));
+                    match arrived {
+                        Ok(true) => added += 1,
+                        Ok(false) => {}
+                        Err(payload) => {
+                            st.panics += 1;
+                            forget_panic(payload);
+                            // Its entry could not be found by hashing: mark it by
+                            // its delay-queue key (no user code), so that clock
+                            // steps stop waiting for it. Shut down drops it.
+                            for w in st.waiting.values_mut().filter(|w| w.key == key) {
+                                w.ready = None;
                             }
                         }
-                        // Shut down dropped (and counted) it already.
-                        None => unused.push(item),
                     }
                 }
             }
             self.wake_getters(added);
             self.moved.notify_all();
             // With no lock held; this may drop the last handle (see `Handle`).
-            unused.clear();
+            let panics = drop_contained(unused.drain(..));
+            if panics > 0 {
+                lock(&self.state).panics += panics;
+            }
+        }
+    }
+
+    /// An item arrived from the delay stage: out of `waiting`, into the FIFO
+    /// (`add`). `true` if the FIFO grew.
+    fn arrive(st: &mut State<K>, item: K, now: Instant, unused: &mut Vec<K>) -> bool {
+        match st.waiting.remove_entry(&item) {
+            Some((copy, _)) => {
+                unused.push(copy);
+                Inner::add_locked(st, item, now, unused)
+            }
+            // Shut down dropped (and counted) it already.
+            None => {
+                unused.push(item);
+                false
+            }
         }
     }
 
@@ -405,10 +460,15 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
         self.ready.notify_all();
         self.idle.notify_all();
         self.moved.notify_all();
-        drop(dropped);
+        // User code: a panicking `Drop` must not cut shut down short (the mover
+        // would never be told to stop, and the last handle's join would hang).
+        let mut panics = drop_contained(dropped.into_keys());
         // The mover drops (uncounted again) whatever was due already, then stops.
         self.rx.close();
-        drop(self.rx.take_pending());
+        panics += drop_contained(self.rx.take_pending().into_iter().map(|(_, item)| item));
+        if panics > 0 {
+            lock(&self.state).panics += panics;
+        }
         if drain {
             let mut st = lock(&self.state);
             while st.drain && !st.processing.is_empty() {
@@ -430,6 +490,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
             adds: st.adds,
             retries: st.retries,
             dropped_delayed: st.dropped_delayed,
+            panics: st.panics,
             queue_latency: st.latency.summary(),
             work_duration: st.work.summary(),
             unfinished_work: unfinished,

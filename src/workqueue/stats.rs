@@ -61,6 +61,11 @@ pub struct Stats {
     pub unfinished_work: Duration,
     /// The longest time any item being processed has spent since its `get`.
     pub longest_running: Duration,
+    /// Panics of user code (an item's `Drop`, `Hash`, `Eq` or `Clone`) caught on
+    /// the queue's own paths: the mover thread and shut down. An item whose
+    /// `Hash` or `Eq` panicked in the mover could not be added; it stays in the
+    /// delay stage's count until shut down drops it.
+    pub panics: u64,
 }
 
 /// A summary of a series of durations: its count and, over the latest 1024 of

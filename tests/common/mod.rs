@@ -80,3 +80,32 @@ pub fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> std::
 pub fn join<T>(t: std::sync::mpsc::Receiver<T>) -> T {
     t.recv_timeout(JOIN_WAIT).expect("the thread hung or panicked")
 }
+
+/// A value whose `Drop` panics while armed (and never during an unwind, which
+/// would abort): for checking that the queue's threads survive user code.
+#[derive(Clone, Debug, Default)]
+pub struct Bomb(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Bomb {
+    /// An armed bomb.
+    pub fn armed() -> Bomb {
+        Bomb(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)))
+    }
+
+    /// Makes this bomb (and its clones) harmless.
+    pub fn disarm(&self) {
+        self.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn is_armed(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.is_armed() && !thread::panicking() {
+            panic!("a user value's Drop panics");
+        }
+    }
+}
