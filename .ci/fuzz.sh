@@ -49,6 +49,10 @@ for t in $targets; do
     done
   fi
   grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$work/$t.log" || true
+  # The model target counts how often it reached the regions the reliability
+  # issue named (egress full, take_pending while open, never-due deadlines,
+  # century steps, the clock at the horizon): the last count of the run.
+  grep -E '^reached after' "$work/$t.log" | tail -n 1 || true
   grep -E '^#[0-9]+ +DONE' "$work/$t.log" || true
 done
 [ "$status" -eq 0 ] && echo "fuzz: all targets passed"

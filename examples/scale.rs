@@ -10,8 +10,16 @@
 //! 4. Memory after the drain (queue still alive), after `malloc_trim(0)` (what
 //!    glibc keeps vs what the queue keeps), and after the queue is dropped.
 //!
+//!
+//! With `--far-stream N` it measures instead what one never-due item costs while
+//! N items stream through: one item due in a century, then N sends due at once,
+//! each received (by one producer and one consumer thread). The key table's page
+//! list spans the keys from the far item to the newest one; the RSS growth, and
+//! the growth per million keys, are printed.
+//!
 //! ```text
 //! cargo run --release --example scale [-- --items 10000000 --producers 1 --consumers 2 --horizon 15 --spread 2]
+//! cargo run --release --example scale -- --far-stream 100000000
 //! ```
 
 #[path = "compare/sys.rs"]
@@ -37,6 +45,10 @@ fn main() {
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!("cargo run --release --example scale [-- --items N --producers P --consumers C --horizon SECS --spread SECS]");
         return;
+    }
+    let far_stream = arg(&args, "--far-stream", 0.0) as u64;
+    if far_stream > 0 {
+        return stream_past_a_far_item(far_stream);
     }
     let n = arg(&args, "--items", 10_000_000.0) as u64;
     let producers = (arg(&args, "--producers", 1.0) as u64).max(1);
@@ -197,4 +209,50 @@ fn main() {
         );
         std::process::exit(1);
     }
+}
+
+/// `--far-stream N`: one never-due item, then N items streamed through.
+fn stream_past_a_far_item(n: u64) {
+    const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+    println!("scale: {}", sys::machine_line());
+    let (tx, rx) = delayq::unbounded::<u64>();
+    tx.send_after(u64::MAX, YEAR * 100).expect("send the far item");
+    let _ = rx.peek_deadline();
+    // SAFETY: `malloc_trim` only releases free memory back to the OS.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    let rss_before = sys::rss();
+    let t = Instant::now();
+    let consumer = std::thread::spawn(move || {
+        let mut buf = Vec::with_capacity(1024);
+        let mut got = 0u64;
+        while got < n {
+            got += rx.recv_many(&mut buf, 1024).expect("receive") as u64;
+            buf.clear();
+        }
+        rx
+    });
+    let now = Instant::now();
+    for i in 0..n {
+        tx.send_at(i, now).expect("send");
+    }
+    let rx = consumer.join().expect("consumer panicked");
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(rx.len(), 1, "only the far item is left");
+    // SAFETY: as above.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    let rss_after = sys::rss();
+    let growth = rss_after.saturating_sub(rss_before);
+    println!(
+        "scale: one never-due item, then {n} items streamed through in {secs:.1} s ({:.2} M items/s): \
+         RSS {} before, {} after: +{} ({:.1} bytes per million keys)",
+        n as f64 / secs / 1e6,
+        sys::mib(rss_before),
+        sys::mib(rss_after),
+        sys::mib(growth),
+        growth as f64 / (n as f64 / 1e6)
+    );
 }

@@ -105,6 +105,7 @@ pub struct Builder {
     clock: Clock,
     prefix: String,
     index: Kind,
+    egress_slots: usize,
 }
 
 impl Default for Builder {
@@ -122,6 +123,7 @@ impl Builder {
             clock: Clock::default(),
             prefix: "delayq".to_owned(),
             index: Kind::default(),
+            egress_slots: EGRESS_SLOTS,
         }
     }
 
@@ -162,6 +164,16 @@ impl Builder {
         self
     }
 
+    /// Sizes the egress ring (due items staged for consumers; default 1024, at
+    /// least 2, rounded up to a power of two, and never above a bounded queue's
+    /// capacity). For tests and loom models that need a full ring with due items
+    /// left behind it, which a default-sized ring reaches only past 1024 items.
+    #[doc(hidden)]
+    pub fn egress_slots(mut self, slots: usize) -> Builder {
+        self.egress_slots = slots;
+        self
+    }
+
     /// Starts the two proxy threads and returns the queue's first handles.
     ///
     /// # Errors
@@ -190,7 +202,7 @@ impl Builder {
             self.clock.clone(),
             signals,
             INGRESS_SLOTS.min(cap),
-            EGRESS_SLOTS.min(cap),
+            self.egress_slots.min(cap),
             self.index,
         ));
         let weak = Arc::downgrade(&shared);

@@ -55,6 +55,13 @@
 //! # Guarantees
 //!
 //! - **Never early**: no item is received before its deadline by the queue's clock.
+//! - **Horizon**: deadlines are nanoseconds from an origin a century before the
+//!   queue was built, and run out about 484 years after it. A deadline at or beyond
+//!   that horizon (`send_after(Duration::MAX)`, `Instant` + 600 years) is never
+//!   due, however far the clock moves (a [`MockClock`] stepped past it stops one
+//!   nanosecond short); it stays pending until cancelled, taken or shut down, and
+//!   [`Receiver::peek_deadline`] / [`Receiver::take_pending`] report the horizon
+//!   instant for it.
 //! - **Order**: the dequeue proxy never moves an item while an item with an
 //!   earlier deadline (or the same deadline and a smaller key) is in the timer
 //!   index, so due items leave in nondecreasing deadline order, equal deadlines in

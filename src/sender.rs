@@ -61,8 +61,9 @@ impl<T: Send + 'static> Sender<T> {
         }
     }
 
-    /// Sends `item`, due `delay` from now by the queue's clock. A delay too large
-    /// for `Instant` saturates to "never due in practice"; it does not panic.
+    /// Sends `item`, due `delay` from now by the queue's clock. A deadline at or
+    /// beyond the queue's horizon (about 484 years after it was built, see the
+    /// crate docs), such as `Duration::MAX`, is never due; it does not panic.
     /// Blocks while a bounded queue is full.
     ///
     /// # Errors
@@ -75,7 +76,7 @@ impl<T: Send + 'static> Sender<T> {
     /// use std::time::Duration;
     ///
     /// let (tx, rx) = delayq::unbounded();
-    /// tx.send_after(1, Duration::MAX).unwrap(); // saturates, never due
+    /// tx.send_after(1, Duration::MAX).unwrap(); // beyond the horizon: never due
     /// tx.send_after(2, Duration::ZERO).unwrap();
     /// assert_eq!(rx.recv(), Ok(2));
     /// assert_eq!(rx.len(), 1);

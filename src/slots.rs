@@ -4,16 +4,30 @@
 //! integers. The table splits a key into (page, offset) — two array indexes, no
 //! hashing — and allocates a page of `PAGE` entries only while one of its keys is
 //! live. Inserts walk pages sequentially (producers send in key order), so they
-//! stay in cache; a page is freed (or kept as a spare) when its last entry goes,
-//! so memory follows the live items, not the key range.
+//! stay in cache; a page is freed (or kept as a spare) when its last entry goes.
+//!
+//! A long-lived item (a never-due one, say) would pin the front of that window:
+//! every page sent after it would keep a 24-byte entry in the page list, 5.9 KB
+//! per million keys sent, without bound. So once a live front page has `GAP` empty
+//! pages behind it, its live entries move to `stragglers`, an ordered map by key,
+//! and the window moves on (`examples/scale.rs --far-stream N`: one far item, then
+//! N items streamed through; the RSS growth no longer depends on N). Memory is
+//! then bounded by the live items: the window's pages (each `PAGE` entries, the
+//! spares included) plus one map entry per straggler, whatever the key range.
+//! Keys below the window (stragglers, or a send that took its key long before it
+//! arrived) cost a map lookup; the window's keys never do.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
-const PAGE_BITS: u32 = 12;
+/// 4,096 entries a page; 64 in unit tests, so that the index models (a few
+/// tens of thousands of keys) cross many pages and make stragglers.
+const PAGE_BITS: u32 = if cfg!(test) { 6 } else { 12 };
 const PAGE: usize = 1 << PAGE_BITS;
 /// Emptied pages kept for reuse, so a steady stream neither allocates nor
 /// faults in fresh memory (a page is `PAGE` entries).
 const SPARES: usize = 16;
+/// Empty pages behind a live front page before its entries become stragglers.
+const GAP: usize = 16;
 
 struct Page<E> {
     live: usize,
@@ -25,12 +39,14 @@ pub(crate) struct Slots<E> {
     first: u64,
     pages: VecDeque<Option<Page<E>>>,
     spares: Vec<Box<[Option<E>]>>,
+    /// Live entries below the window (keys below `first`'s page).
+    stragglers: BTreeMap<u64, E>,
     len: usize,
 }
 
 impl<E> Slots<E> {
     pub(crate) fn new() -> Self {
-        Slots { first: 0, pages: VecDeque::new(), spares: Vec::new(), len: 0 }
+        Slots { first: 0, pages: VecDeque::new(), spares: Vec::new(), stragglers: BTreeMap::new(), len: 0 }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -47,9 +63,16 @@ impl<E> Slots<E> {
         if self.pages.is_empty() {
             self.first = page;
         }
-        while page < self.first {
-            self.pages.push_front(None);
-            self.first -= 1;
+        if page < self.first {
+            if self.first - page > GAP as u64 || self.stragglers.contains_key(&key) {
+                let old = self.stragglers.insert(key, e);
+                self.len += usize::from(old.is_none());
+                return old;
+            }
+            while page < self.first {
+                self.pages.push_front(None);
+                self.first -= 1;
+            }
         }
         let idx = (page - self.first) as usize;
         while self.pages.len() <= idx {
@@ -68,41 +91,74 @@ impl<E> Slots<E> {
         old
     }
 
-    pub(crate) fn get(&self, key: u64) -> Option<&E> {
+    /// The window's index of `key`'s page, if the key is at or after the window.
+    fn index(&self, key: u64) -> Option<(usize, usize)> {
         let (page, off) = Self::split(key);
         let idx = usize::try_from(page.checked_sub(self.first)?).ok()?;
-        self.pages.get(idx)?.as_ref()?.slots[off].as_ref()
+        Some((idx, off))
+    }
+
+    pub(crate) fn get(&self, key: u64) -> Option<&E> {
+        match self.index(key) {
+            Some((idx, off)) => self.pages.get(idx)?.as_ref()?.slots[off].as_ref(),
+            None => self.stragglers.get(&key),
+        }
     }
 
     pub(crate) fn get_mut(&mut self, key: u64) -> Option<&mut E> {
-        let (page, off) = Self::split(key);
-        let idx = usize::try_from(page.checked_sub(self.first)?).ok()?;
-        self.pages.get_mut(idx)?.as_mut()?.slots[off].as_mut()
+        match self.index(key) {
+            Some((idx, off)) => self.pages.get_mut(idx)?.as_mut()?.slots[off].as_mut(),
+            None => self.stragglers.get_mut(&key),
+        }
     }
 
     pub(crate) fn remove(&mut self, key: u64) -> Option<E> {
-        let (page, off) = Self::split(key);
-        let idx = usize::try_from(page.checked_sub(self.first)?).ok()?;
+        let Some((idx, off)) = self.index(key) else {
+            let e = self.stragglers.remove(&key)?;
+            self.len -= 1;
+            return Some(e);
+        };
         let p = self.pages.get_mut(idx)?.as_mut()?;
         let e = p.slots[off].take()?;
         p.live -= 1;
         self.len -= 1;
         if p.live == 0 {
             if let Some(p) = self.pages[idx].take() {
-                if self.spares.len() < SPARES {
-                    self.spares.push(p.slots);
-                }
+                self.recycle(p.slots);
             }
             self.trim();
         }
         Some(e)
     }
 
-    /// Drops empty pages at both ends, so the page list spans only live keys.
+    fn recycle(&mut self, slots: Box<[Option<E>]>) {
+        if self.spares.len() < SPARES {
+            self.spares.push(slots);
+        }
+    }
+
+    /// Drops empty pages at both ends, so the page list spans only live keys, and
+    /// moves the entries of a live front page far behind the rest to `stragglers`.
     fn trim(&mut self) {
-        while let Some(None) = self.pages.front() {
-            self.pages.pop_front();
+        loop {
+            while let Some(None) = self.pages.front() {
+                self.pages.pop_front();
+                self.first += 1;
+            }
+            let lonely = self.pages.len() > GAP + 1 && self.pages.range(1..=GAP).all(Option::is_none);
+            if !lonely {
+                break;
+            }
+            let Some(Some(p)) = self.pages.pop_front() else { unreachable!("a live front page") };
+            let base = self.first << PAGE_BITS;
             self.first += 1;
+            let mut slots = p.slots;
+            for (off, e) in slots.iter_mut().enumerate() {
+                if let Some(e) = e.take() {
+                    self.stragglers.insert(base + off as u64, e);
+                }
+            }
+            self.recycle(slots);
         }
         while let Some(None) = self.pages.back() {
             self.pages.pop_back();
@@ -115,17 +171,19 @@ impl<E> Slots<E> {
     /// Every live entry with its key, in key order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &E)> + '_ {
         let first = self.first;
-        self.pages.iter().enumerate().flat_map(move |(i, p)| {
+        let window = self.pages.iter().enumerate().flat_map(move |(i, p)| {
             let base = (first + i as u64) << PAGE_BITS;
             p.iter().flat_map(move |p| {
                 p.slots.iter().enumerate().filter_map(move |(o, e)| e.as_ref().map(|e| (base + o as u64, e)))
             })
-        })
+        });
+        self.stragglers.iter().map(|(&k, e)| (k, e)).chain(window)
     }
 
-    /// Removes every entry.
+    /// Removes every entry, in key order.
     pub(crate) fn drain(&mut self) -> Vec<(u64, E)> {
         let mut out = Vec::with_capacity(self.len);
+        out.extend(std::mem::take(&mut self.stragglers));
         let first = self.first;
         for (i, p) in std::mem::take(&mut self.pages).into_iter().enumerate() {
             let base = (first + i as u64) << PAGE_BITS;
@@ -142,11 +200,22 @@ impl<E> Slots<E> {
         self.spares.clear();
         out
     }
+
+    /// Entries in the page list (live or not) and stragglers: what the table's
+    /// bookkeeping costs beyond the pages themselves.
+    #[cfg(test)]
+    fn footprint(&self) -> (usize, usize) {
+        (self.pages.len(), self.stragglers.len())
+    }
 }
 
 impl<E> std::fmt::Debug for Slots<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Slots").field("len", &self.len).field("pages", &self.pages.len()).finish()
+        f.debug_struct("Slots")
+            .field("len", &self.len)
+            .field("pages", &self.pages.len())
+            .field("stragglers", &self.stragglers.len())
+            .finish()
     }
 }
 
@@ -176,5 +245,36 @@ mod tests {
         }
         assert_eq!(s.len(), 0);
         assert!(s.pages.is_empty(), "empty pages must be released");
+    }
+
+    #[test]
+    fn a_long_lived_entry_does_not_pin_the_page_list() {
+        let mut s = Slots::new();
+        s.insert(7, 'f');
+        // Stream a hundred pages of keys past it, each removed soon after.
+        let mut most = 0;
+        for k in (1u64 << PAGE_BITS)..(101 << PAGE_BITS) {
+            s.insert(k, 'x');
+            if k >= 64 + (1 << PAGE_BITS) {
+                assert_eq!(s.remove(k - 64), Some('x'));
+            }
+            most = most.max(s.footprint().0);
+        }
+        assert!(most <= GAP + 3, "the page list grew to {most} entries behind one entry");
+        assert_eq!(s.footprint().1, 1, "the far entry became a straggler");
+        assert_eq!(s.get(7), Some(&'f'));
+        assert_eq!(s.len(), 65);
+        // Keys below the window (a late arrival) land among the stragglers.
+        assert!(s.insert(9, 'g').is_none());
+        assert_eq!(s.insert(9, 'h'), Some('g'));
+        assert_eq!(s.len(), 66);
+        let keys: Vec<u64> = s.iter().map(|(k, _)| k).take(3).collect();
+        assert_eq!(keys[..2], [7, 9], "iteration stays in key order");
+        assert_eq!(s.remove(7), Some('f'));
+        assert_eq!(s.remove(7), None);
+        let all = s.drain();
+        assert_eq!(all.len(), 65);
+        assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "drain in key order");
+        assert_eq!((s.len(), s.footprint()), (0, (0, 0)));
     }
 }

@@ -51,6 +51,11 @@ fn deadline_ms(n: u8) -> Duration {
     ms(u64::from(n % 40))
 }
 
+/// Less than a millisecond, in nanoseconds.
+fn sub_ms(ns: u32) -> Duration {
+    Duration::from_nanos(u64::from(ns % 1_000_000))
+}
+
 /// Clock steps: 0..20 ms, so that items fall due a few at a time.
 fn step_ms(n: u8) -> Duration {
     ms(u64::from(n % 20))
@@ -110,6 +115,18 @@ enum Op {
     },
     /// `advance(Duration::MAX)`: the mock clock jumps past the horizon.
     AdvanceMax,
+    /// `send_at(start + deadline_ms(at_ms) + ns % 1 ms)`: deadlines between the
+    /// timing wheel's 1,024 ns granules and 65,536 ns rotations.
+    SendAtNs {
+        tx: u8,
+        at_ms: u8,
+        ns: u32,
+    },
+    /// `MockClock::set(start + at_ms % 160 ms + ns % 1 ms)`.
+    SetNs {
+        at_ms: u16,
+        ns: u32,
+    },
     /// `send_at(start + years % MAX_YEARS)`.
     SendAtYears {
         tx: u8,
@@ -276,11 +293,18 @@ impl Model {
             if seen.contains(&s) {
                 continue;
             }
-            let may_apply =
-                s.applied < self.unapplied.len() && (full || last_due.is_some_and(|i| s.applied <= i));
-            if may_apply {
+            let limit = if full { self.unapplied.len() } else { last_due.map_or(0, |i| i + 1) };
+            if s.applied < limit {
+                // A send that is not due commutes with the dequeue proxy's rounds
+                // (they move due items only), so a run of them is one step: the
+                // states in between would differ only in how many were applied.
+                let not_due = |n: &State| self.meta(self.unapplied[n.applied]).deadline > self.now;
                 let mut n = s.clone();
+                let run = not_due(&n);
                 self.apply_next(&mut n);
+                while run && n.applied < limit && not_due(&n) {
+                    self.apply_next(&mut n);
+                }
                 work.push(n);
             }
             if self.has_due(&s) {
@@ -299,6 +323,9 @@ impl Model {
 
     /// Keeps the states that explain an observation; panics if none does.
     fn keep(&mut self, what: &str, mut f: impl FnMut(&mut State) -> bool) {
+        if self.gave_up {
+            return; // the state set is incomplete: nothing to conclude
+        }
         let before = self.states.len();
         let kept: HashSet<State> = self.states.drain().filter_map(|mut s| f(&mut s).then_some(s)).collect();
         assert!(!kept.is_empty(), "{what}: no queue state explains it ({before} candidates)");
@@ -315,22 +342,29 @@ impl Model {
     }
 
     /// A clock step to `now`: returns with every send applied and every due item
-    /// in the egress ring, as far as it has room.
+    /// in the egress ring, as far as it has room. The queue makes a step visible
+    /// to its dequeue proxy only once every earlier send is applied, so the sends
+    /// settle at the old time, and the round at the new time follows.
     fn clock_step(&mut self, now: u64) {
+        if !self.disconnected && !self.gave_up {
+            self.settle(true);
+            let all = self.unapplied.len();
+            self.keep("clock step: sends applied", |s| s.applied == all);
+            self.unapplied.clear();
+        }
         self.now = now;
         if self.disconnected || self.gave_up {
             return;
         }
-        self.settle(true);
-        let all = self.unapplied.len();
-        let (now, cap) = (self.now, self.egress_cap);
-        self.keep("clock step", |s| {
-            s.applied == all && (s.egress.len() >= cap || s.heap.first().map_or(true, |&(d, _, _)| d > now))
-        });
-        self.unapplied.clear();
-        self.states = self.states.drain().map(|s| State { applied: 0, ..s }).collect();
-        if self.states.iter().all(|s| s.egress.len() >= cap && s.heap.first().is_some_and(|&(d, _, _)| d <= now))
-        {
+        let cap = self.egress_cap;
+        let states: Vec<State> = self.states.drain().collect();
+        for mut s in states {
+            s.applied = 0;
+            self.round(&mut s);
+            self.states.insert(s);
+        }
+        let due_left = |s: &State| s.heap.first().is_some_and(|&(d, _, _)| d <= now);
+        if self.states.iter().all(|s| s.egress.len() >= cap && due_left(s)) {
             // The dequeue proxy now waits for room in the egress ring.
             REACHED.space.fetch_add(1, Ordering::Relaxed);
         }
@@ -390,6 +424,7 @@ struct Harness {
     txs: Vec<Sender<Item>>,
     rxs: Vec<Receiver<Item>>,
     keys: Vec<(Key, u32)>,
+    key_set: HashSet<Key>,
     m: Model,
 }
 
@@ -422,6 +457,14 @@ impl Harness {
     }
 
     fn send(&mut self, tx: u8, how: How) {
+        self.send_quietly(tx, how);
+        self.m.settle(false);
+    }
+
+    /// A send, without closing the state set under the proxies' steps (a burst
+    /// settles once, after its last send: hashing states of a thousand items per
+    /// send made bursts quadratic).
+    fn send_quietly(&mut self, tx: u8, how: How) {
         let Some(tx) = pick(&self.txs, tx).cloned() else { return };
         let full = self.m.capacity.is_some_and(|c| self.m.pending.len() >= c);
         let refused = self.m.closed || self.m.disconnected;
@@ -445,12 +488,11 @@ impl Harness {
         match r {
             Ok(key) => {
                 assert!(!refused && !full, "send of {id} succeeded on a closed or full queue");
-                assert!(self.keys.iter().all(|&(k, _)| k != key), "key {key:?} reused");
+                assert!(self.key_set.insert(key), "key {key:?} reused");
                 let seq = self.m.bump();
                 self.m.set_meta(id, Meta { deadline, seq });
                 self.m.unapplied.push(id);
                 self.keys.push((key, id));
-                self.m.settle(false);
             }
             Err((was_full, back)) => {
                 assert_eq!(back.id, id, "a failed send handed back another item");
@@ -656,6 +698,11 @@ impl Harness {
             Op::Cancel { tx, key } => self.cancel(tx, key),
             Op::Reschedule { tx, key, at_ms } => self.reschedule(tx, key, at(at_ms)),
             Op::Advance { ms: n } => self.step_clock(None, step_ms(n)),
+            Op::SendAtNs { tx, at_ms, ns } => self.send(tx, How::At(at(at_ms) + sub_ms(ns))),
+            Op::SetNs { at_ms, ns } => {
+                let to = self.start + ms(u64::from(at_ms % 160)) + sub_ms(ns);
+                self.step_clock(Some(to), Duration::ZERO)
+            }
             Op::AdvanceYears { years: y } => self.step_clock(None, years(u64::from(y % MAX_YEARS))),
             Op::AdvanceMax => self.step_clock(None, Duration::MAX),
             Op::SendAtYears { tx, years: y } => {
@@ -667,8 +714,9 @@ impl Harness {
             Op::Burst { tx, at_ms, n } => {
                 let at = self.clock.now() + ms(u64::from(at_ms % 40) + 1);
                 for _ in 0..(usize::from(n % 160) + 1) * 8 {
-                    self.send(tx, How::At(at));
+                    self.send_quietly(tx, How::At(at));
                 }
+                self.m.settle(false);
             }
             Op::Set { at_ms } => {
                 self.step_clock(Some(self.start + ms(u64::from(at_ms % 160))), Duration::ZERO)
@@ -783,6 +831,7 @@ fuzz_target!(|input: Input| {
         txs: vec![tx],
         rxs: vec![rx],
         keys: Vec::new(),
+        key_set: HashSet::new(),
         m: Model::new(ticks, ticks.now(start), capacity),
     };
     for op in &input.ops {

@@ -69,6 +69,29 @@ pub fn earlier_head_is_delivered_without_a_clock_step() {
     assert_eq!(rx.try_recv(), Ok("later"));
 }
 
+/// The `take_pending` scenario of `tests/loom_take_pending.rs`, shared with
+/// `tests/loom_planted_bug.rs`.
+///
+/// Three items due at once through a two-slot egress ring with no consumer: the
+/// dequeue proxy moves two and waits for room (it may not have got there yet when
+/// `take_pending` runs: loom tries both). `take_pending` returns all three in
+/// order. Then an item due at once must reach `recv` without a clock step.
+pub fn take_pending_wakes_a_proxy_waiting_for_room() {
+    use delayq::{Builder, MockClock};
+
+    let clock = MockClock::new();
+    let (tx, rx) = Builder::new().egress_slots(2).clock(clock.clone()).build::<u32>().unwrap();
+    for i in 0..3 {
+        tx.send_at(i, clock.now()).unwrap();
+    }
+    // A command: the enqueue proxy answers it after applying the sends before it.
+    let taken: Vec<u32> = rx.take_pending().into_iter().map(|(_, x)| x).collect();
+    assert_eq!(taken, vec![0, 1, 2]);
+    tx.send_at(3, clock.now()).unwrap();
+    assert_eq!(rx.recv(), Ok(3));
+    assert_eq!(rx.len(), 0);
+}
+
 /// Records which [`Tracked`] items were dropped, to check "dropped exactly once"
 /// across every shutdown path. A plain `std` mutex: loom runs one thread at a
 /// time and never switches inside this bookkeeping, so it adds no interleavings.

@@ -1,7 +1,13 @@
-//! The planted bug stays findable: built with `--cfg delayq_bug_lost_wakeup`, the
-//! dequeue proxy publishes its sleep plan in a second critical section (see
-//! `src/dequeue.rs`), reopening the "looked at the head, then slept" window of
-//! seed 000. The earlier-head model of `loom_wakeup.rs` must then fail.
+//! The planted bugs stay findable. Each is compiled in by its own cfg, and the
+//! model that guards against it must then fail:
+//!
+//! - `--cfg delayq_bug_lost_wakeup`: the dequeue proxy publishes its sleep plan
+//!   in a second critical section (see `src/dequeue.rs`), reopening the "looked
+//!   at the head, then slept" window of the Go timing wheel's delay queue. The
+//!   earlier-head model of `loom_wakeup.rs` must fail.
+//! - `--cfg delayq_bug_take_pending_no_ring`: `take_pending` empties the egress
+//!   ring without ringing the dequeue proxy's bell (see `src/enqueue.rs`;
+//!   reliability defect 4). The model of `loom_take_pending.rs` must fail.
 //!
 //! A loom failure cannot be caught in-process (its deadlock panic unwinds through
 //! the queue's destructors, which call loom again: the process aborts), so the
@@ -12,19 +18,28 @@
 //! RUSTFLAGS="--cfg delayq_loom --cfg delayq_bug_lost_wakeup" CARGO_TARGET_DIR=target/loom-bug \
 //!     cargo test -p loom-tests --release --test loom_planted_bug
 //! ```
-#![cfg(all(delayq_loom, delayq_bug_lost_wakeup))]
+#![cfg(all(delayq_loom, any(delayq_bug_lost_wakeup, delayq_bug_take_pending_no_ring)))]
 
-use loom_tests::{earlier_head_is_delivered_without_a_clock_step, model};
+use loom_tests::model;
 use std::process::Command;
 use std::time::Instant;
 
 const CHILD: &str = "DELAYQ_LOOM_PLANTED_CHILD";
-const NAME: &str = "loom_finds_the_planted_lost_wakeup";
+const NAME: &str = "loom_finds_the_planted_bug";
+
+/// The planted bug this build carries, and the model that must find it.
+fn planted() -> (&'static str, fn()) {
+    #[cfg(delayq_bug_lost_wakeup)]
+    return ("lost wakeup of an earlier head", loom_tests::earlier_head_is_delivered_without_a_clock_step);
+    #[cfg(all(delayq_bug_take_pending_no_ring, not(delayq_bug_lost_wakeup)))]
+    return ("take_pending leaving the proxy asleep", loom_tests::take_pending_wakes_a_proxy_waiting_for_room);
+}
 
 #[test]
-fn loom_finds_the_planted_lost_wakeup() {
+fn loom_finds_the_planted_bug() {
+    let (bug, scenario) = planted();
     if std::env::var_os(CHILD).is_some() {
-        model(earlier_head_is_delivered_without_a_clock_step);
+        model(scenario);
         return;
     }
     let start = Instant::now();
@@ -35,8 +50,8 @@ fn loom_finds_the_planted_lost_wakeup() {
         .output()
         .expect("re-run the test binary");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(!out.status.success(), "loom explored the model and missed the planted lost wakeup:\n{text}");
+    assert!(!out.status.success(), "loom explored the model and missed the planted bug ({bug}):\n{text}");
     assert!(text.contains("deadlock"), "the model failed, but not with loom's deadlock report:\n{text}");
     let report = text.lines().find(|l| l.contains("deadlock")).unwrap_or_default();
-    eprintln!("loom found the planted lost wakeup in {:.1} s: {report}", start.elapsed().as_secs_f64());
+    eprintln!("loom found the planted bug ({bug}) in {:.1} s: {report}", start.elapsed().as_secs_f64());
 }

@@ -107,8 +107,8 @@ impl fmt::Debug for TimerId {
 /// # Edge cases
 ///
 /// - A `when` in the past is due at once. A `when` (or `now + delay`) too far in
-///   the future for `Instant` (or for the queue's clock, about 480 years) never
-///   falls due: the timer stays pending, counted by [`len`](Scheduler::len), until
+///   the future for `Instant` (or beyond the queue's horizon, about 484 years
+///   after the scheduler was built) never falls due: the timer stays pending, counted by [`len`](Scheduler::len), until
 ///   cancelled or shut down. Nothing panics and nothing spins.
 /// - [`schedule_every`](Scheduler::schedule_every) with a zero `interval` makes a
 ///   one-shot timer (as `tao`'s `AddTimer` with `interval == 0`): it runs once at
