@@ -83,6 +83,17 @@ const MOCK_PATIENCE: Duration = Duration::from_secs(10);
 /// On a [`MockClock`](crate::MockClock), `advance` returns once the items it
 /// made ready are in the FIFO, so `len()` right after it counts them.
 ///
+/// # Panicking items
+///
+/// An item's `Drop`, `Hash`, `Eq` or `Clone` that panics on the queue's own paths
+/// (the mover thread, shut down, the last handle's drop) is caught and counted in
+/// [`Stats::panics`]; the mover thread survives it and goes on with the next item,
+/// and shut down completes. An item whose `Hash` or `Eq` panicked in the mover is
+/// not added; it stays counted in [`Stats::delayed`] until shut down drops it. On
+/// your own thread (`add`, `get`, `done`, ...) such a panic reaches you, after the
+/// queue's state is consistent again. (A value whose `Drop` panics while another
+/// panic unwinds aborts the process: Rust allows no second panic then.)
+///
 /// # Examples
 ///
 /// ```
