@@ -797,7 +797,7 @@ static REACHED: Reached = Reached {
 impl Reached {
     fn report(&self) {
         let n = self.inputs.fetch_add(1, Ordering::Relaxed) + 1;
-        if n.is_power_of_two() || n % 8192 == 0 {
+        if n.is_power_of_two() || n.is_multiple_of(8192) {
             let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
             eprintln!(
                 "reached after {n} inputs: egress full with due items left {}, take_pending while open {}, \

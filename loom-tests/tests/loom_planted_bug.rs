@@ -32,7 +32,10 @@ fn planted() -> (&'static str, fn()) {
     #[cfg(delayq_bug_lost_wakeup)]
     return ("lost wakeup of an earlier head", loom_tests::earlier_head_is_delivered_without_a_clock_step);
     #[cfg(all(delayq_bug_take_pending_no_ring, not(delayq_bug_lost_wakeup)))]
-    return ("take_pending leaving the proxy asleep", loom_tests::take_pending_wakes_a_proxy_waiting_for_room);
+    return (
+        "take_pending leaving the proxy asleep",
+        loom_tests::take_pending_wakes_a_proxy_waiting_for_room,
+    );
 }
 
 #[test]
