@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Loom model checks of delayq (loom-tests/): the whole suite, then the check that
-# loom still finds the bug planted behind `--cfg delayq_bug_lost_wakeup`.
+# loom still finds each bug planted behind a `--cfg delayq_bug_*`.
 #
 # Bounded so that it finishes well under 15 minutes on 2 cores:
 #   LOOM_MAX_PREEMPTIONS (default 2) bounds every model (the suite takes about
@@ -17,6 +17,10 @@ export RUST_BACKTRACE=0
 
 echo "loom suite: LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, timeout ${limit}s"
 start=$(date +%s)
+# The models of the internals (loom-tests/models/, compiled into the crate's tests)...
+RUSTFLAGS="--cfg delayq_loom" CARGO_TARGET_DIR=target/loom \
+  timeout "$limit" cargo test -p delayq --lib --release -- loom_models --nocapture
+# ...and the whole-queue models on the public API (loom-tests/tests/).
 RUSTFLAGS="--cfg delayq_loom" CARGO_TARGET_DIR=target/loom \
   timeout "$limit" cargo test -p loom-tests --release --no-fail-fast -- --nocapture
 echo "loom suite: $(( $(date +%s) - start )) s"

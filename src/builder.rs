@@ -1,19 +1,13 @@
-//! Building a queue: `bounded`, `unbounded`, `Builder`; starting and joining the
-//! two proxy threads.
+//! Building a queue: `bounded`, `unbounded`, `Builder` (options and their
+//! checks; `chan::start` assembles the queue).
 
-use crate::clock::{Clock, Subscription};
+use crate::chan;
+use crate::clock::Clock;
 use crate::error::BuildError;
 use crate::index::Kind;
-use crate::oneshot;
 use crate::receiver::Receiver;
 use crate::sender::Sender;
-use crate::shared::{Shared, Signals};
-use crate::sync::{thread, Parker};
-use crate::waiters::Waiters;
-use crate::wakeup::Bell;
-use crate::{dequeue, enqueue};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use crate::shared::Layout;
 
 /// Ingress ring slots: a batching buffer; overflow spills, it never blocks.
 const INGRESS_SLOTS: usize = 4096;
@@ -105,6 +99,7 @@ pub struct Builder {
     clock: Clock,
     prefix: String,
     index: Kind,
+    ingress_slots: usize,
     egress_slots: usize,
 }
 
@@ -123,6 +118,7 @@ impl Builder {
             clock: Clock::default(),
             prefix: "delayq".to_owned(),
             index: Kind::default(),
+            ingress_slots: INGRESS_SLOTS,
             egress_slots: EGRESS_SLOTS,
         }
     }
@@ -164,6 +160,16 @@ impl Builder {
         self
     }
 
+    /// Sizes the ingress ring (commands on their way to the enqueue proxy;
+    /// default 4096, at least 2, rounded up to a power of two, never above a
+    /// bounded queue's capacity; a full ring spills, it never refuses). For loom
+    /// models, where every slot is a modelled atomic.
+    #[doc(hidden)]
+    pub fn ingress_slots(mut self, slots: usize) -> Builder {
+        self.ingress_slots = slots;
+        self
+    }
+
     /// Sizes the egress ring (due items staged for consumers; default 1024, at
     /// least 2, rounded up to a power of two, and never above a bounded queue's
     /// capacity). For tests and loom models that need a full ring with due items
@@ -188,92 +194,13 @@ impl Builder {
             return Err(BuildError::InvalidThreadName);
         }
         let cap = self.capacity.unwrap_or(usize::MAX);
-        let enqueue_parker = Parker::new();
-        let dequeue_parker = Parker::new();
-        let signals = Arc::new(Signals {
-            consumers: Waiters::default(),
-            producers: Waiters::default(),
-            enqueue: Bell::new(enqueue_parker.unparker()),
-            dequeue: Bell::new(dequeue_parker.unparker()),
-            rounds: Waiters::default(),
-        });
-        let shared = Arc::new(Shared::with_index(
-            self.capacity,
-            self.clock.clone(),
-            signals,
-            INGRESS_SLOTS.min(cap),
-            self.egress_slots.min(cap),
-            self.index,
-        ));
-        let weak = Arc::downgrade(&shared);
-        let subscription = self.clock.subscribe(Arc::new(move || {
-            if let Some(s) = weak.upgrade() {
-                s.clock_moved();
-            }
-        }));
-        let mut chan = Chan { shared: shared.clone(), threads: Vec::new(), _subscription: subscription };
-        // On an error below, dropping `chan` disconnects and joins what started.
-        // Each proxy reports once it runs (its OS thread name is set by then).
-        let (up_enqueue, enqueue_running) = oneshot::pair();
-        let (up_dequeue, dequeue_running) = oneshot::pair();
-        let s = shared.clone();
-        chan.threads.push(spawn(format!("{}-enqueue", self.prefix), shared.clone(), move || {
-            up_enqueue.send(());
-            enqueue::run(&s, &enqueue_parker)
-        })?);
-        let s = shared.clone();
-        chan.threads.push(spawn(format!("{}-dequeue", self.prefix), shared, move || {
-            up_dequeue.send(());
-            dequeue::run(&s, &dequeue_parker)
-        })?);
-        enqueue_running.wait();
-        dequeue_running.wait();
-        let chan = Arc::new(chan);
+        let layout = Layout {
+            capacity: self.capacity,
+            ingress_slots: self.ingress_slots.min(cap),
+            egress_slots: self.egress_slots.min(cap),
+            index: self.index,
+        };
+        let chan = chan::start(&layout, self.clock, &self.prefix)?;
         Ok((Sender::new(chan.clone()), Receiver::new(chan)))
-    }
-}
-
-/// Starts a proxy thread. A panic inside it (a bug, or a panicking `Drop` we
-/// failed to contain) disconnects the queue, so no client waits forever.
-fn spawn<T: Send + 'static>(
-    name: String,
-    shared: Arc<Shared<T>>,
-    body: impl FnOnce() + Send + 'static,
-) -> Result<thread::JoinHandle<()>, BuildError> {
-    thread::Builder::new()
-        .name(name)
-        .spawn(move || {
-            if catch_unwind(AssertUnwindSafe(body)).is_err() {
-                shared.disconnect();
-            }
-        })
-        .map_err(BuildError::Spawn)
-}
-
-/// What the handles share: the queue, its threads and its clock subscription.
-/// Dropped with the last handle: disconnects and joins both proxies.
-pub(crate) struct Chan<T> {
-    pub(crate) shared: Arc<Shared<T>>,
-    threads: Vec<thread::JoinHandle<()>>,
-    _subscription: Subscription,
-}
-
-impl<T> Drop for Chan<T> {
-    fn drop(&mut self) {
-        self.shared.disconnect();
-        let me = thread::current().id();
-        for t in self.threads.drain(..) {
-            // The last handle can die on a proxy thread (inside an item's `Drop`);
-            // a thread cannot join itself, and it is about to exit anyway.
-            if t.thread().id() != me {
-                let _ = t.join();
-            }
-        }
-    }
-}
-
-impl<T> std::fmt::Debug for Chan<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Chan").field("threads", &self.threads.len()).finish()
     }
 }

@@ -184,26 +184,55 @@ impl Clock {
         }
     }
 
-    /// Calls `wake` whenever a mock clock moves, until the returned guard drops.
-    /// A system clock never calls it. Listeners run in subscription order, on the
-    /// thread that moved the clock (so a layer that subscribes after building its
-    /// queue runs after the queue's own flush).
-    pub(crate) fn subscribe(&self, wake: Arc<dyn Fn() + Send + Sync>) -> Subscription {
+    /// Calls `listener` after every step of a mock clock ([`MockClock::advance`]
+    /// or [`MockClock::set`]), on the stepping thread, until the returned
+    /// [`Subscription`] is dropped. A system clock never calls it.
+    ///
+    /// Listeners run in subscription order, and the step returns once all have
+    /// returned. Every queue subscribes when it is built (its listener returns
+    /// once the step's due items are in its consumers' ring), so a layer that
+    /// builds its queue first and subscribes second can wait, in its listener,
+    /// for its own threads to handle what the step made due — as
+    /// `delayq::workqueue` does, so that `advance` returns with the ready items
+    /// counted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::{Clock, MockClock};
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let mock = MockClock::new();
+    /// let steps = Arc::new(AtomicUsize::new(0));
+    /// let seen = steps.clone();
+    /// let sub = Clock::from(mock.clone()).subscribe(move || {
+    ///     seen.fetch_add(1, Ordering::SeqCst);
+    /// });
+    /// mock.advance(Duration::from_secs(1));
+    /// assert_eq!(steps.load(Ordering::SeqCst), 1);
+    /// drop(sub);
+    /// mock.advance(Duration::from_secs(1));
+    /// assert_eq!(steps.load(Ordering::SeqCst), 1); // unsubscribed
+    /// ```
+    pub fn subscribe(&self, listener: impl Fn() + Send + Sync + 'static) -> Subscription {
         match &self.kind {
             Kind::System => Subscription { clock: None, id: 0 },
             Kind::Mock(m) => {
                 let mut l = lock(&m.inner.listeners);
                 let id = l.next_id;
                 l.next_id += 1;
-                l.list.push((id, wake));
+                l.list.push((id, Arc::new(listener)));
                 Subscription { clock: Some(m.clone()), id }
             }
         }
     }
 }
 
-/// Removes a clock listener when dropped.
-pub(crate) struct Subscription {
+/// A clock listener, from [`Clock::subscribe`]; dropping it unsubscribes.
+#[must_use = "dropping the subscription unsubscribes at once"]
+pub struct Subscription {
     clock: Option<MockClock>,
     id: u64,
 }

@@ -6,9 +6,11 @@
 //! answers commands and wakes anyone only after releasing the lock. With nothing
 //! to do it parks on its [`Bell`](crate::wakeup::Bell); it has no timer.
 
+use crate::cmd::Cmd;
+use crate::contain::drop_contained;
 use crate::oneshot::Answer;
-use crate::shared::{drop_quietly, Cmd, Shared};
-use crate::sync::{lock, yield_now, Ordering, Parker};
+use crate::shared::Shared;
+use crate::sync::{lock, yield_now, Parker};
 
 /// Commands applied per lock round-trip at most.
 pub(crate) const BATCH: usize = 1024;
@@ -38,7 +40,7 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
     let mut batch: Vec<Cmd<T>> = Vec::with_capacity(BATCH);
     let mut done: Vec<Done<T>> = Vec::new();
     loop {
-        if shared.disconnected.load(Ordering::SeqCst) {
+        if shared.counter.is_disconnected() {
             return wind_down(shared);
         }
         shared.ingress.drain_into(&mut batch, BATCH);
@@ -55,7 +57,7 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             yield_now();
             continue;
         }
-        if shared.disconnected.load(Ordering::SeqCst) {
+        if shared.counter.is_disconnected() {
             bell.awake();
             continue;
         }
@@ -91,27 +93,18 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                     done.push(Done::Flag(answer, moved));
                 }
                 Cmd::Peek { answer } => {
-                    // The ring is in delivery order, not always deadline order (an
-                    // item that arrives already due follows those moved before it):
-                    // look at all of it.
-                    let mut min = t.index.peek();
-                    // SAFETY: only the dequeue proxy pushes to the egress ring, and
-                    // it does so holding the timers lock, which we hold; we read
-                    // the `u64` deadline field through the pointer, nothing else.
-                    unsafe {
-                        shared.egress.scan(|p| {
-                            let d = std::ptr::addr_of!((*p).0).read();
-                            min = Some(min.map_or(d, |m| m.min(d)));
-                        })
+                    // SAFETY: we hold the timers lock, under which the dequeue
+                    // proxy does all its pushes.
+                    let staged = unsafe { shared.egress.earliest_deadline() };
+                    let min = match (t.index.peek(), staged) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
                     };
                     done.push(Done::Tick(answer, min));
                 }
                 Cmd::Sync { answer } => done.push(Done::Unit(answer)),
                 Cmd::TakePending { answer } => {
-                    let mut all = Vec::new();
-                    while let Some(x) = shared.egress.pop() {
-                        all.push(x);
-                    }
+                    let mut all = shared.egress.take_all();
                     made_room |= !all.is_empty();
                     all.extend(t.index.take_all());
                     // The ring is in delivery order: an item that arrived already
@@ -170,13 +163,12 @@ fn wind_down<T>(shared: &Shared<T>) {
             }
         }
         dropped.extend(t.index.take_all().into_iter().map(|(_, _, item)| item));
-        while let Some((_, _, item)) = shared.egress.pop() {
-            dropped.push(item);
-        }
+        dropped.extend(shared.egress.take_all().into_iter().map(|(_, _, item)| item));
     }
     shared.release(released + dropped.len());
     for d in done {
         d.send();
     }
-    drop_quietly(dropped);
+    // On a proxy thread: a panicking `Drop` must not kill it.
+    drop_contained(dropped);
 }

@@ -61,10 +61,6 @@ pub enum BuildError {
     InvalidThreadName,
     /// The operating system refused to start a proxy thread.
     Spawn(std::io::Error),
-    /// A [`timer::Scheduler`](crate::timer::Scheduler) was asked for 0 worker threads.
-    ZeroThreads,
-    /// The worker thread pool could not be built (the message says why).
-    ThreadPool(String),
 }
 
 impl<T> SendError<T> {
@@ -213,8 +209,6 @@ impl fmt::Display for BuildError {
             BuildError::ZeroCapacity => f.write_str("a delay queue needs a capacity of at least 1"),
             BuildError::InvalidThreadName => f.write_str("thread name prefix contains a NUL byte"),
             BuildError::Spawn(e) => write!(f, "could not start a proxy thread: {e}"),
-            BuildError::ZeroThreads => f.write_str("a scheduler needs at least 1 worker thread"),
-            BuildError::ThreadPool(why) => write!(f, "could not build the worker pool: {why}"),
         }
     }
 }

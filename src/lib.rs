@@ -18,39 +18,60 @@
 //!
 //! # How it works
 //!
-//! Client threads never touch the timer heap (the "SingleFlight" design of the
-//! ekit delay-queue proposal, seed 002):
+//! Client threads never touch the timer index. This is the "SingleFlight" design
+//! proposed for the ekit Go library's delay queue: callers hand work to one
+//! enqueue proxy and get due items from one dequeue proxy, so the index sees at
+//! most two threads.
 //!
 //! ```text
-//! producers ──send──▶ [ingress ring] ──▶ enqueue proxy ──┐
-//!                     (lock-free,        (drains ≤1024    │  timers lock:
-//!                      bounded)           cmds per batch) ▼  4-ary heap
-//!                                                       heap  (2 threads only)
+//! producers ──send──▶ [ingress ring] ──▶ enqueue proxy ──┐   timers lock:
+//!                     (lock-free,        (applies ≤1024   │   timing wheel
+//!                      bounded)           cmds per lock)  ▼   + sleep plan
+//!                                                       index (2 threads only)
 //!                                                         │
 //! consumers ◀──recv── [egress ring] ◀── dequeue proxy ◀──┘
-//!                     (lock-free,        (moves every due item per wakeup,
+//!                     (lock-free,        (moves every due item per round,
 //!                      bounded)           sleeps until the next deadline)
 //! ```
 //!
 //! - Producers reserve a unit of `len` (blocking only on a full bounded queue),
-//!   push a command into a bounded lock-free ring (Vyukov's bounded MPMC queue)
-//!   and unpark the enqueue proxy only if it sleeps.
+//!   push a command into a bounded lock-free ring (Dmitry Vyukov's bounded MPMC
+//!   queue; a momentarily full ring spills into a locked overflow list) and unpark
+//!   the enqueue proxy only if it sleeps.
 //! - The enqueue proxy drains commands in batches and applies each batch in one
-//!   critical section of the timers lock (flat combining): O(log n) per insert
-//!   (a 4-ary heap), O(1) for cancel and reschedule (tombstones).
+//!   critical section of the timers lock — flat combining (Hendler, Incze, Shavit
+//!   and Tzafrir, SPAA 2010). The default index is a hierarchical timing wheel
+//!   (Varghese and Lauck, SOSP 1987) with exact `(deadline, key)` order: insert
+//!   O(1), each item cascades at most once per level; cancel and reschedule are
+//!   O(1) (stale nodes become tombstones, swept in bulk). A 4-ary heap is the
+//!   alternative backend (O(log n) insert).
 //! - The dequeue proxy moves every due item into a second bounded ring in
-//!   deadline order, wakes that many parked consumers, and parks until the next
-//!   deadline. The heap sees at most 1:1 contention.
+//!   deadline order, wakes consumers, and parks until the next deadline.
 //! - No thread polls or ticks: idle proxies are parked, and the dequeue proxy's
-//!   only timer is the head's deadline. The wakeup protocol (an earlier head must
-//!   wake a sleeping dequeue proxy) is in `wakeup.rs`, with its invariant.
-//! - Costs: a send is one CAS on the ring, one on `len`, a SeqCst fence and a
-//!   load; a receive is one CAS on the ring, one on `len` and a fence. The price of
-//!   the design is latency of two hand-offs (producer → proxy → proxy → consumer)
-//!   and two threads per queue.
+//!   only timer is the earliest deadline. The wakeup protocol (an earlier head must
+//!   wake a sleeping dequeue proxy) is in `wakeup.rs`, with its invariant; loom
+//!   checks it (`loom-tests/`).
+//! - Costs per item: a send reads `closed`, does an RMW on `len` (a CAS loop when
+//!   bounded), a SeqCst fence, a second read of `closed`, a relaxed RMW for its
+//!   key, a CAS on the ingress tail, a stamp store and the enqueue bell's fence and
+//!   load; a receive does a CAS on the egress head (one per batch for
+//!   `recv_many`), an RMW on `len`, a fence and a few loads (wake-ups only when
+//!   someone waits). The price of the design is the latency of two hand-offs
+//!   (producer → proxy → proxy → consumer) and two threads per queue.
+//! - Rings hold at most 2^30 slots; every ring size is a power of two.
 //!
 //! Time enters only through the [`Clock`]: [`SystemClock`] by default, or a
 //! [`MockClock`] for deterministic tests (and loom models).
+//!
+//! # Features
+//!
+//! The core needs no feature and pulls in `crossbeam-utils` only. Layers on top,
+//! each using the core through its public API:
+//!
+//! | feature | module | what |
+//! | --- | --- | --- |
+//! | `timer` | `timer` | scheduled callbacks on a rayon pool (adds `rayon`) |
+//! | `workqueue` | `workqueue` | Kubernetes client-go's work queue |
 //!
 //! # Guarantees
 //!
@@ -86,33 +107,39 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 
 mod builder;
+mod chan;
 mod clock;
+mod cmd;
+mod contain;
+mod counter;
 mod dequeue;
+mod egress;
 mod enqueue;
 mod error;
 mod expired;
-mod heap;
 mod index;
 mod ingress;
 mod key;
-#[cfg(delayq_loom)]
-#[doc(hidden)]
-pub mod loom_api;
 mod oneshot;
 mod receiver;
 mod ring;
 mod sender;
 mod shared;
-mod slots;
 mod sync;
+#[cfg(feature = "timer")]
 pub mod timer;
 mod waiters;
 mod wakeup;
-mod wheel;
+
+// The loom models of the internals live with the other models, in loom-tests/.
+#[cfg(all(test, delayq_loom))]
+#[path = "../loom-tests/models/mod.rs"]
+mod loom_models;
+#[cfg(feature = "workqueue")]
 pub mod workqueue;
 
 pub use crate::builder::{bounded, unbounded, Builder};
-pub use crate::clock::{Clock, MockClock, SystemClock};
+pub use crate::clock::{Clock, MockClock, Subscription, SystemClock};
 pub use crate::error::{
     BuildError, RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
 };

@@ -6,8 +6,9 @@
 //! with `None`: a waiting client can never hang on a lost command.
 
 use crate::sync::{lock, Mutex, Parker};
+use crate::waiters::ThreadWaker;
 use std::sync::Arc;
-use std::task::{Wake, Waker};
+use std::task::Waker;
 
 struct Cell<R> {
     state: Mutex<State<R>>,
@@ -56,19 +57,11 @@ impl<R> Cell<R> {
     }
 }
 
-struct Unpark(crate::sync::Unparker);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 impl<R> Reply<R> {
     /// Blocks until the proxy answers; `None` if it never will.
     pub(crate) fn wait(self) -> Option<R> {
         let parker = Parker::new();
-        let waker = Waker::from(Arc::new(Unpark(parker.unparker())));
+        let waker = ThreadWaker::waker(&parker);
         loop {
             {
                 let mut st = lock(&self.0.state);

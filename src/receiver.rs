@@ -1,23 +1,66 @@
-//! The consumer handle and its iterators.
+//! The consumer handle, its iterators, and the take path: pop from the egress
+//! ring, release `len`, and wake whoever waited for the room or the items.
 
-use crate::builder::Chan;
+use crate::chan::Chan;
+use crate::cmd::Cmd;
+use crate::egress::Due;
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::expired::Expired;
 use crate::key::Key;
 use crate::oneshot;
-use crate::shared::Cmd;
-use crate::sync::Ordering;
+use crate::shared::Shared;
+use crate::sync::{fence, Ordering};
 use crate::waiters::block_on;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A due item as it leaves the egress ring: `(deadline ticks, key, item)`.
-type Raw<T> = (u64, u64, T);
+type Raw<T> = Due<T>;
+
+/// Takes one due item, if the egress ring has one.
+fn try_take<T>(s: &Shared<T>) -> Option<Raw<T>> {
+    let entry = s.egress.take()?;
+    taken(s, 1);
+    Some(entry)
+}
+
+/// Takes due items into `buf` until `limit` or the ring is empty.
+fn take_many<T>(s: &Shared<T>, buf: &mut Vec<Raw<T>>, limit: usize) -> usize {
+    let n = s.egress.take_many(buf, limit);
+    if n > 0 {
+        taken(s, n);
+    }
+    n
+}
+
+/// A consumer took `n` items from the egress ring: release them, and wake the
+/// producers waiting for room, the dequeue proxy waiting for egress room, one
+/// more consumer for what is left, and everyone once a closed queue is empty.
+fn taken<T>(s: &Shared<T>, n: usize) {
+    let left = s.counter.release(n);
+    // SeqCst: one fence serves the notifier checks below (`waiters.rs`, `Bell`).
+    fence(Ordering::SeqCst);
+    if s.counter.capacity().is_some() {
+        s.signals.producers.notify_after_fence(n);
+    }
+    if s.signals.dequeue.is_sleeping() && s.egress.has_room_for_batch() {
+        s.signals.dequeue.ring_after_fence();
+    }
+    // Chain wake-up: the dequeue proxy wakes at most two consumers per round (a
+    // wake is a syscall on its thread); a consumer that leaves items behind wakes
+    // one more, so wake-ups spread over the consumers' threads.
+    if s.signals.consumers.has_waiters() && !s.egress.is_empty() {
+        s.signals.consumers.notify_after_fence(1);
+    }
+    if left == 0 && s.counter.is_closed() {
+        s.signals.consumers.notify_all();
+    }
+}
 
 /// The receiving half of a delay queue. `Clone + Send + Sync`.
 ///
-/// Receiving never touches the heap: due items wait in a lock-free egress ring,
+/// Receiving never touches the timer index: due items wait in a lock-free egress ring,
 /// filled in deadline order by the dequeue proxy; a receiver with nothing due
 /// parks until the proxy hands it an item.
 ///
@@ -35,10 +78,10 @@ impl<T: Send + 'static> Receiver<T> {
     /// One attempt: a due item, "exhausted", or nothing yet.
     fn attempt(&self) -> Option<Result<Raw<T>, RecvError>> {
         let s = &self.chan.shared;
-        if let Some(entry) = s.try_take() {
+        if let Some(entry) = try_take(s) {
             return Some(Ok(entry));
         }
-        s.is_exhausted().then_some(Err(RecvError))
+        s.counter.is_exhausted().then_some(Err(RecvError))
     }
 
     fn recv_raw(&self) -> Result<Raw<T>, RecvError> {
@@ -75,8 +118,14 @@ impl<T: Send + 'static> Receiver<T> {
         let first = self.recv_raw()?;
         let mut all = Vec::with_capacity(limit.min(self.chan.shared.egress.capacity()));
         all.push(first);
-        self.chan.shared.take_many(&mut all, limit - 1);
+        take_many(&self.chan.shared, &mut all, limit - 1);
         Ok(all)
+    }
+
+    /// The queue's internals, for the loom models of `loom-tests/models/`.
+    #[cfg(all(test, delayq_loom))]
+    pub(crate) fn shared(&self) -> &Shared<T> {
+        &self.chan.shared
     }
 
     fn entry(&self, (deadline, seq, item): Raw<T>) -> Expired<T> {
@@ -455,22 +504,20 @@ impl<T> Receiver<T> {
 
     /// The bound given at creation; `None` for an unbounded queue.
     pub fn capacity(&self) -> Option<usize> {
-        self.chan.shared.capacity
+        self.chan.shared.counter.capacity()
     }
 }
 
 impl<T> Clone for Receiver<T> {
     fn clone(&self) -> Self {
-        // Relaxed: as `Arc::clone`.
-        self.chan.shared.receivers.fetch_add(1, Ordering::Relaxed);
+        self.chan.shared.counter.add_receiver();
         Receiver { chan: self.chan.clone() }
     }
 }
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        // AcqRel: the last one sees every other receiver's work.
-        if self.chan.shared.receivers.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.chan.shared.counter.remove_receiver() {
             self.chan.shared.disconnect();
         }
     }

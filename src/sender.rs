@@ -1,19 +1,82 @@
-//! The producer handle.
+//! The producer handle, and the send path: reserve a unit of `len`, push an
+//! `Insert` into the ingress, ring the enqueue proxy's bell.
 
-use crate::builder::Chan;
+use crate::chan::Chan;
 use crate::clock::Ticks;
+use crate::cmd::Cmd;
 use crate::error::{SendError, SendTimeoutError, TrySendError};
 use crate::key::Key;
 use crate::oneshot;
-use crate::shared::{Cmd, SendFail, Wait};
-use crate::sync::Ordering;
+use crate::shared::Shared;
+use crate::waiters::block_on;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How long a send may wait for room in a bounded queue.
+#[derive(Clone, Copy, Debug)]
+enum Wait {
+    Never,
+    Until(Option<Instant>),
+}
+
+/// Why a send failed; the item comes back.
+enum SendFail<T> {
+    Full(T),
+    Timeout(T),
+    Disconnected(T),
+}
+
+/// Sends `item` due at `deadline` (ticks); returns its key.
+///
+/// Costs on the way: a read of `closed`; the reservation (one RMW on `len`, a CAS
+/// loop for a bounded queue); a SeqCst fence and a second read of `closed` (the
+/// `closed` handshake of `counter.rs`); a relaxed RMW for the key; the ingress
+/// push (one CAS on its tail, a stamp store); and the enqueue bell's SeqCst fence
+/// and load (an RMW and a syscall only when the proxy sleeps).
+fn send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<u64, SendFail<T>> {
+    if s.counter.is_closed() {
+        return Err(SendFail::Disconnected(item));
+    }
+    if !s.counter.reserve() {
+        let Wait::Until(until) = wait else { return Err(SendFail::Full(item)) };
+        let got = block_on(&s.signals.producers, &s.clock, until, || {
+            if s.counter.is_closed() {
+                Some(false)
+            } else {
+                s.counter.reserve().then_some(true)
+            }
+        });
+        match got {
+            Some(true) => {}
+            Some(false) => return Err(SendFail::Disconnected(item)),
+            None => return Err(SendFail::Timeout(item)),
+        }
+    }
+    if s.counter.closed_after_reserve() {
+        s.release(1);
+        return Err(SendFail::Disconnected(item));
+    }
+    let key = s.next_key();
+    let cmd = Cmd::Insert { key, deadline, item };
+    // Only a send that may block forever waits for ring room (back-pressure);
+    // the others spill, so they never report a timeout or "full" for it.
+    let pushed = match wait {
+        Wait::Until(None) => s.ingress.push_or_wait(cmd),
+        _ => s.ingress.push(cmd),
+    };
+    if let Err(cmd) = pushed {
+        s.release(1);
+        let Cmd::Insert { item, .. } = cmd else { unreachable!("pushed an insert") };
+        return Err(SendFail::Disconnected(item));
+    }
+    s.signals.enqueue.ring();
+    Ok(key)
+}
+
 /// The sending half of a delay queue. `Clone + Send + Sync`.
 ///
-/// Sending never touches the heap: it reserves a unit of the queue's length (the
+/// Sending never touches the timer index: it reserves a unit of the queue's length (the
 /// only step that can block, on a full bounded queue), pushes a command into the
 /// lock-free ingress ring and, if the enqueue proxy sleeps, unparks it.
 ///
@@ -30,7 +93,7 @@ impl<T: Send + 'static> Sender<T> {
 
     fn send_ticks(&self, item: T, deadline: u64, wait: Wait) -> Result<Key, SendFail<T>> {
         let s = &self.chan.shared;
-        s.send(item, deadline, wait).map(|seq| Key { queue: s.id, seq })
+        send(s, item, deadline, wait).map(|seq| Key { queue: s.id, seq })
     }
 
     /// Sends `item`, due at `deadline` by the queue's clock. A deadline in the past
@@ -229,27 +292,25 @@ impl<T> Sender<T> {
 
     /// The bound given at creation; `None` for an unbounded queue.
     pub fn capacity(&self) -> Option<usize> {
-        self.chan.shared.capacity
+        self.chan.shared.counter.capacity()
     }
 
     /// `true` if sends fail: every receiver is gone or the queue was closed.
     pub fn is_disconnected(&self) -> bool {
-        self.chan.shared.closed.load(Ordering::SeqCst)
+        self.chan.shared.counter.is_closed()
     }
 }
 
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
-        // Relaxed: as `Arc::clone`; the count only has to reach zero once.
-        self.chan.shared.senders.fetch_add(1, Ordering::Relaxed);
+        self.chan.shared.counter.add_sender();
         Sender { chan: self.chan.clone() }
     }
 }
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        // AcqRel: the last one sees every other sender's sends.
-        if self.chan.shared.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.chan.shared.counter.remove_sender() {
             self.chan.shared.close();
         }
     }

@@ -11,15 +11,20 @@
 
 #[cfg(not(delayq_loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+/// For the layers' own waits (`timer`, `workqueue`); the core parks instead.
+#[cfg(all(not(delayq_loom), any(feature = "timer", feature = "workqueue")))]
+pub(crate) use std::sync::Condvar;
 #[cfg(not(delayq_loom))]
-pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+pub(crate) use std::sync::{Mutex, MutexGuard};
 #[cfg(not(delayq_loom))]
 pub(crate) use std::thread;
 
 #[cfg(delayq_loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(all(delayq_loom, any(feature = "timer", feature = "workqueue")))]
+pub(crate) use loom::sync::Condvar;
 #[cfg(delayq_loom)]
-pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+pub(crate) use loom::sync::{Mutex, MutexGuard};
 #[cfg(delayq_loom)]
 pub(crate) use loom::thread;
 
@@ -193,12 +198,22 @@ mod loom_parker {
     }
 }
 
-/// A process-wide id for each queue, so that keys of different queues differ.
-/// Plain std atomic on purpose: it takes part in no protocol, and loom atomics
-/// cannot live in a `static`.
-pub(crate) fn next_queue_id() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+/// A process-wide counter of ids (queues, schedulers), for a `static`. Plain std
+/// atomic on purpose: it takes part in no protocol, and loom atomics cannot live
+/// in a `static`.
+#[derive(Debug)]
+pub(crate) struct IdCounter(std::sync::atomic::AtomicU64);
+
+impl IdCounter {
+    pub(crate) const fn new() -> IdCounter {
+        IdCounter(std::sync::atomic::AtomicU64::new(1))
+    }
+
+    /// A number no earlier call returned.
+    pub(crate) fn next(&self) -> u64 {
+        // Relaxed: ids only need to be distinct.
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// Asks the kernel to fire this thread's timed waits within `ns` of their

@@ -97,14 +97,22 @@ impl Waiters {
         self.notify(usize::MAX);
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(delayq_loom)))]
     pub(crate) fn len(&self) -> usize {
         self.len.load(Ordering::SeqCst)
     }
 }
 
-/// Wakes a parked thread.
-struct ThreadWaker(Unparker);
+/// A `Waker` that unparks a thread: how a blocked thread sits in a waiter list
+/// (`block_on`) or waits for a proxy's answer (`oneshot`).
+pub(crate) struct ThreadWaker(Unparker);
+
+impl ThreadWaker {
+    /// A waker for the thread that parks on `parker`.
+    pub(crate) fn waker(parker: &Parker) -> Waker {
+        Waker::from(Arc::new(ThreadWaker(parker.unparker())))
+    }
+}
 
 impl Wake for ThreadWaker {
     fn wake(self: Arc<Self>) {
@@ -132,7 +140,7 @@ pub(crate) fn block_on<R>(
         return Some(r);
     }
     let parker = Parker::new();
-    let waker = Waker::from(Arc::new(ThreadWaker(parker.unparker())));
+    let waker = ThreadWaker::waker(&parker);
     loop {
         let expired = |clock: &Clock| deadline.is_some_and(|d| clock.now() >= d);
         let ticket = waiters.register(&waker);

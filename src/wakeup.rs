@@ -15,7 +15,8 @@
 //!    `t <= head`, or `Forever` for an empty heap), or it waits for egress room
 //!    (`Space`: it will re-read the heap when room appears).
 //!
-//!    The race of seed 000 ("I looked at the head, then I went to sleep") is closed
+//!    The race that the Go timing-wheel library's `DelayQueue` spells out in its
+//!    comments ("I looked at the head, then I went to sleep") is closed
 //!    because looking and publishing the plan are one critical section, and the
 //!    parker keeps an unpark that arrives between unlock and park as a token. No
 //!    wakeup is sent when the head did not move earlier than the plan.

@@ -3,6 +3,8 @@
 //! an unbounded queue never reports `Full` or `Timeout`; `len`/`is_full`/`capacity`
 //! are exact; a zero capacity is refused.
 
+mod common;
+use common::*;
 use delayq::{BuildError, Builder, MockClock, Receiver, SendTimeoutError, Sender, TrySendError};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,22 +12,11 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// Multiplies iteration counts: `DELAYQ_TEST_SCALE=10 cargo test` for a heavier run.
-fn scale() -> usize {
-    std::env::var("DELAYQ_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
-}
-
 fn mock_bounded<T: Send + 'static>(cap: usize) -> (MockClock, Sender<T>, Receiver<T>) {
     let clock = MockClock::new();
     let (tx, rx) = Builder::new().capacity(cap).clock(clock.clone()).build().unwrap();
     (clock, tx, rx)
 }
-
-const HOUR: Duration = Duration::from_secs(3600);
 
 /// Spawns a thread that calls `send_at` on a full queue, and checks that it is
 /// still blocked a little later. Returns its handle and its "returned" flag.

@@ -5,9 +5,6 @@
 mod common;
 use common::*;
 use delayq::{Key, RecvError, TryRecvError};
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -166,12 +163,12 @@ fn a_rescheduled_item_takes_its_place_in_deadline_order() {
 fn cancel_racing_delivery_on_system_clock_leaves_each_item_on_one_side() {
     let n = 2000 * scale();
     let (tx, rx) = delayq::unbounded::<usize>();
-    let mut rng = StdRng::seed_from_u64(11);
+    let mut rng = Rng::seed(11);
     let base = Instant::now() + ms(5);
     let mut keys: Vec<(usize, Key)> = (0..n)
-        .map(|i| (i, tx.send_at(i, base + Duration::from_micros(rng.gen_range(0..60_000))).unwrap()))
+        .map(|i| (i, tx.send_at(i, base + Duration::from_micros(rng.range(0..60_000))).unwrap()))
         .collect();
-    keys.shuffle(&mut rng);
+    rng.shuffle(&mut keys);
     let consumer = thread::spawn(move || rx.iter().collect::<Vec<usize>>());
     let canceller = {
         let tx = tx.clone();
@@ -215,7 +212,7 @@ fn cancel_racing_delivery_on_mock_clock_leaves_each_item_on_one_side() {
         })
         .collect();
     let n = keys.len();
-    keys.shuffle(&mut StdRng::seed_from_u64(12));
+    Rng::seed(12).shuffle(&mut keys);
     let c2 = clock.clone();
     let consumer = thread::spawn(move || {
         let mut got = Vec::new();
@@ -261,11 +258,11 @@ fn cancel_racing_delivery_on_mock_clock_leaves_each_item_on_one_side() {
 fn reschedule_racing_delivery_never_delivers_early_or_twice() {
     let n = 1000 * scale();
     let (tx, rx) = delayq::unbounded::<usize>();
-    let mut rng = StdRng::seed_from_u64(13);
+    let mut rng = Rng::seed(13);
     let base = Instant::now() + ms(1);
     let sent: Vec<(usize, Key, Instant)> = (0..n)
         .map(|i| {
-            let at = base + Duration::from_micros(rng.gen_range(0..3000));
+            let at = base + Duration::from_micros(rng.range(0..3000));
             (i, tx.send_at(i, at).unwrap(), at)
         })
         .collect();

@@ -3,24 +3,13 @@
 //! by the queue, across every shutdown path and wherever the item is at the time
 //! (ingress, heap, consumers' ring).
 
+mod common;
+use common::*;
 use delayq::{Builder, Key, MockClock, Receiver, RecvError, Sender};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// Multiplies iteration counts: `DELAYQ_TEST_SCALE=10 cargo test` for a heavier run.
-fn scale() -> usize {
-    std::env::var("DELAYQ_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
-}
-
-const HOUR: Duration = Duration::from_secs(3600);
 
 /// Where items went. `dropped` counts items whose `Drop` ran without the test
 /// having claimed them first: the queue dropped them.
@@ -284,13 +273,13 @@ fn blocked_producers_get_their_items_back_when_receivers_go() {
 fn racing_shutdown_loses_and_duplicates_nothing() {
     let rounds = 12 * scale();
     let per_producer = 1500;
-    let mut rng = StdRng::seed_from_u64(31);
+    let mut rng = Rng::seed(31);
     for round in 0..rounds {
         let ledger = Ledger::new(2 * per_producer);
         let b = Builder::new().thread_name_prefix("da-race");
         let (tx, rx) =
             if round % 2 == 0 { b.build::<Item>() } else { b.capacity(64).build::<Item>() }.unwrap();
-        let stop_after = rng.gen_range(0..2 * per_producer);
+        let stop_after = rng.range(0..2 * per_producer);
         let consumer = {
             let ledger = ledger.clone();
             thread::spawn(move || {
@@ -431,12 +420,4 @@ fn the_last_handle_dropped_inside_an_item_on_a_proxy_thread() {
         thread::sleep(ms(1));
     }
     assert_eq!(drops.load(Ordering::SeqCst), 2, "dropped more than once");
-}
-
-/// How many threads of this process are named `name` (0 where `/proc` is missing).
-fn threads_named(name: &str) -> usize {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
-    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim_end() == name)
-        .count()
 }

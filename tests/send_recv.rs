@@ -8,9 +8,6 @@ use delayq::{
     BuildError, Builder, Key, MockClock, Receiver, RecvError, RecvTimeoutError, SendError, SendTimeoutError,
     Sender, TryRecvError, TrySendError,
 };
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
 use std::error::Error;
 use std::thread;
@@ -33,7 +30,7 @@ fn advance_until_finished<R>(clock: &MockClock, h: &thread::JoinHandle<R>) {
 fn due_items_come_out_in_deadline_order() {
     let (clock, tx, rx) = mock::<u64>();
     let mut offsets: Vec<u64> = (1..=500).collect();
-    offsets.shuffle(&mut StdRng::seed_from_u64(1));
+    Rng::seed(1).shuffle(&mut offsets);
     let t0 = clock.now();
     for &o in &offsets {
         tx.send_at(o, t0 + ms(o)).unwrap();
@@ -81,16 +78,16 @@ fn equal_deadlines_from_one_producer_keep_order_beyond_the_egress_ring() {
 #[test]
 fn never_early_on_mock_clock() {
     let (clock, tx, rx) = mock::<u64>();
-    let mut rng = StdRng::seed_from_u64(2);
+    let mut rng = Rng::seed(2);
     let t0 = clock.now();
-    let deadlines: Vec<u64> = (0..300).map(|_| rng.gen_range(1..=120)).collect();
+    let deadlines: Vec<u64> = (0..300).map(|_| rng.range(1..=120)).collect();
     for (i, &d) in deadlines.iter().enumerate() {
         tx.send_at(i as u64, t0 + ms(d)).unwrap();
     }
     let mut elapsed = 0;
     let mut received = vec![false; deadlines.len()];
     while elapsed <= 125 {
-        let step = rng.gen_range(0..7);
+        let step = rng.range(0..7);
         clock.advance(ms(step));
         elapsed += step;
         for i in rx.try_iter() {
@@ -110,10 +107,10 @@ fn never_early_on_mock_clock() {
 #[test]
 fn never_early_on_system_clock() {
     let (tx, rx) = delayq::unbounded::<(usize, Instant)>();
-    let mut rng = StdRng::seed_from_u64(3);
+    let mut rng = Rng::seed(3);
     let n = 60;
     for i in 0..n {
-        let deadline = Instant::now() + Duration::from_micros(rng.gen_range(0..30_000));
+        let deadline = Instant::now() + Duration::from_micros(rng.range(0..30_000));
         tx.send_at((i, deadline), deadline).unwrap();
     }
     drop(tx);

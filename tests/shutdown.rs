@@ -9,8 +9,6 @@ use common::*;
 use delayq::{
     Receiver, RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
 };
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -199,7 +197,7 @@ fn take_pending_after_close_returns_everything_in_deadline_order() {
     // 1500 due at once (more than the consumers' ring holds) and 500 later ones,
     // sent in shuffled order; deadlines are distinct and known per item.
     let mut order: Vec<usize> = (0..2000).collect();
-    order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(21));
+    Rng::seed(21).shuffle(&mut order);
     let at = |i: usize| if i < 1500 { t0 + Duration::from_micros(i as u64) } else { t0 + ms(i as u64) };
     for &i in &order {
         tx.send_at(i, at(i)).unwrap();

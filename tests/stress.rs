@@ -26,26 +26,17 @@
 //! seed; `DELAYQ_STRESS_SEED=<seed>` replays its random choices (the thread
 //! interleaving is the scheduler's).
 
+mod common;
+use common::{ms, us, Rng};
 use delayq::{Builder, Key, MockClock, Receiver, RecvTimeoutError, Sender};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use rayon::ThreadPoolBuilder;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn us(n: u64) -> Duration {
-    Duration::from_micros(n)
-}
-
 /// Multiplies item counts: `DELAYQ_STRESS_SCALE=100` for millions of operations.
-fn scale() -> usize {
+fn stress_scale() -> usize {
     std::env::var("DELAYQ_STRESS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
 }
 
@@ -55,7 +46,7 @@ fn seed(test: &str) -> u64 {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         t.as_nanos() as u64
     });
-    println!("{test}: DELAYQ_STRESS_SEED={s} DELAYQ_STRESS_SCALE={}", scale());
+    println!("{test}: DELAYQ_STRESS_SEED={s} DELAYQ_STRESS_SCALE={}", stress_scale());
     s
 }
 
@@ -80,7 +71,7 @@ fn watchdog<R: Send + 'static>(name: &str, limit: Duration, f: impl FnOnce() -> 
 }
 
 fn limit() -> Duration {
-    Duration::from_secs(120) * scale() as u32
+    Duration::from_secs(120) * stress_scale() as u32
 }
 
 /// Drop counts, by item id.
@@ -134,8 +125,8 @@ fn build<T: Send + 'static>(capacity: Option<usize>, clock: Option<&MockClock>) 
 }
 
 /// One of the most recent `window` keys (those most likely still pending).
-fn recent(rng: &mut StdRng, keys: &[(Key, usize)], window: usize) -> (Key, usize) {
-    let back = rng.gen_range(0..keys.len().min(window));
+fn recent(rng: &mut Rng, keys: &[(Key, usize)], window: usize) -> (Key, usize) {
+    let back = rng.range(0..keys.len().min(window));
     keys[keys.len() - 1 - back]
 }
 
@@ -256,28 +247,23 @@ fn system_clock_pipeline(capacity: Option<usize>, producers: usize, consumers: u
     let (plogs, clogs) = watchdog(&name, limit(), move || {
         let drops = d2;
         let (tx, rx) = build::<Counted>(capacity, None);
-        let pool = ThreadPoolBuilder::new()
-            .num_threads(producers + consumers)
-            .thread_name(|i| format!("stress-{i}"))
-            .build()
-            .expect("rayon pool");
         let plogs = Mutex::new(Vec::new());
         let clogs = Mutex::new(Vec::new());
         let txs: Vec<_> = (0..producers).map(|_| tx.clone()).collect();
         let rxs: Vec<_> = (0..consumers).map(|_| rx.clone()).collect();
         drop((tx, rx));
-        pool.scope(|s| {
+        std::thread::scope(|s| {
             for (p, tx) in txs.into_iter().enumerate() {
                 let (drops, plogs) = (&drops, &plogs);
-                s.spawn(move |_| {
-                    let mut rng = StdRng::seed_from_u64(seed.wrapping_add(p as u64));
+                s.spawn(move || {
+                    let mut rng = Rng::seed(seed.wrapping_add(p as u64));
                     let mut log = ProducerLog::default();
                     let mut keys = Vec::new();
                     for i in 0..per {
                         let id = p * per + i;
-                        let delay = us(rng.gen_range(0..=max_delay_us));
+                        let delay = us(rng.range(0..=max_delay_us));
                         let item = Counted::new(id, drops);
-                        let key = if rng.gen_bool(0.25) {
+                        let key = if rng.chance(0.25) {
                             let lower = Instant::now() + delay;
                             let key = tx.send_after(item, delay).expect("a receiver is alive");
                             log.deadlines.push((id, lower));
@@ -290,7 +276,7 @@ fn system_clock_pipeline(capacity: Option<usize>, producers: usize, consumers: u
                         };
                         keys.push((key, id));
                         log.made += 1;
-                        match rng.gen_range(0..16) {
+                        match rng.range(0..16) {
                             0 => {
                                 let (k, id) = recent(&mut rng, &keys, 64);
                                 if let Some(item) = tx.cancel(k) {
@@ -300,7 +286,7 @@ fn system_clock_pipeline(capacity: Option<usize>, producers: usize, consumers: u
                             }
                             1 => {
                                 let (k, id) = recent(&mut rng, &keys, 64);
-                                let at = Instant::now() + us(rng.gen_range(0..=max_delay_us));
+                                let at = Instant::now() + us(rng.range(0..=max_delay_us));
                                 if tx.reschedule(k, at) {
                                     log.deadlines.push((id, at));
                                 }
@@ -314,7 +300,7 @@ fn system_clock_pipeline(capacity: Option<usize>, producers: usize, consumers: u
             }
             for (c, rx) in rxs.into_iter().enumerate() {
                 let clogs = &clogs;
-                s.spawn(move |_| {
+                s.spawn(move || {
                     let mut log = ConsumerLog::new();
                     consume(&rx, STYLES[c % 3], usize::MAX, Instant::now, &mut log);
                     assert!(rx.is_empty(), "consumer saw the end with items pending");
@@ -352,12 +338,12 @@ fn system_clock_pipeline(capacity: Option<usize>, producers: usize, consumers: u
 
 #[test]
 fn system_clock_unbounded_many_producers_and_consumers() {
-    system_clock_pipeline(None, 8, 8, 40_000 * scale());
+    system_clock_pipeline(None, 8, 8, 40_000 * stress_scale());
 }
 
 #[test]
 fn system_clock_bounded_many_producers_and_consumers() {
-    system_clock_pipeline(Some(64), 8, 8, 12_000 * scale());
+    system_clock_pipeline(Some(64), 8, 8, 12_000 * stress_scale());
 }
 
 /// Mock time, advanced by a driver thread while producers, cancellers and
@@ -367,7 +353,7 @@ fn mock_clock_order_per_consumer() {
     let name = "mock_clock_order_per_consumer";
     let seed = seed(name);
     let (producers, consumers) = (6, 6);
-    let per = 40_000 * scale();
+    let per = 40_000 * stress_scale();
     let total = producers * per;
     let step = ms(1);
     let drops = drop_table(total);
@@ -382,29 +368,24 @@ fn mock_clock_order_per_consumer() {
         // Sends and reschedules hold it shared; the clock steps hold it exclusively.
         let gate = RwLock::new(());
         let done = AtomicUsize::new(0);
-        let pool = ThreadPoolBuilder::new()
-            .num_threads(producers + consumers + 1)
-            .thread_name(|i| format!("stress-{i}"))
-            .build()
-            .expect("rayon pool");
         let plogs = Mutex::new(Vec::new());
         let clogs = Mutex::new(Vec::new());
         let mut steps = 0u64;
         let txs: Vec<_> = (0..producers).map(|_| tx.clone()).collect();
         let rxs: Vec<_> = (0..consumers).map(|_| rx.clone()).collect();
         drop(tx);
-        pool.scope(|s| {
+        std::thread::scope(|s| {
             for (p, tx) in txs.into_iter().enumerate() {
                 let (drops, plogs, gate, done, clock) = (&drops, &plogs, &gate, &done, &clock);
-                s.spawn(move |_| {
-                    let mut rng = StdRng::seed_from_u64(seed.wrapping_add(p as u64));
+                s.spawn(move || {
+                    let mut rng = Rng::seed(seed.wrapping_add(p as u64));
                     let mut log = ProducerLog::default();
                     let mut keys = Vec::new();
                     for i in 0..per {
                         let id = p * per + i;
                         {
                             let _shared = gate.read().unwrap();
-                            let at = clock.now() + step * rng.gen_range(1..=8);
+                            let at = clock.now() + step * rng.range(1..=8);
                             let key = tx.send_at(Counted::new(id, drops), at).expect("receivers alive");
                             log.deadlines.push((id, at));
                             log.keys.push((id, key));
@@ -414,7 +395,7 @@ fn mock_clock_order_per_consumer() {
                             // Let the clock move between bursts, so steps and sends interleave.
                             thread::yield_now();
                         }
-                        match rng.gen_range(0..16) {
+                        match rng.range(0..16) {
                             0 => {
                                 let (k, id) = recent(&mut rng, &keys, 64);
                                 if let Some(item) = tx.cancel(k) {
@@ -425,7 +406,7 @@ fn mock_clock_order_per_consumer() {
                             1 => {
                                 let (k, id) = recent(&mut rng, &keys, 64);
                                 let _shared = gate.read().unwrap();
-                                let at = clock.now() + step * rng.gen_range(1..=8);
+                                let at = clock.now() + step * rng.range(1..=8);
                                 if tx.reschedule(k, at) {
                                     log.deadlines.push((id, at));
                                 }
@@ -440,7 +421,7 @@ fn mock_clock_order_per_consumer() {
             }
             for (c, rx) in rxs.into_iter().enumerate() {
                 let (clogs, clock) = (&clogs, &clock);
-                s.spawn(move |_| {
+                s.spawn(move || {
                     let mut log = ConsumerLog::new();
                     let style = [Style::Recv, Style::Many][c % 2];
                     consume(&rx, style, usize::MAX, || clock.now(), &mut log);
@@ -448,7 +429,7 @@ fn mock_clock_order_per_consumer() {
                 });
             }
             let (gate, done, clock, steps) = (&gate, &done, &clock, &mut steps);
-            s.spawn(move |_| {
+            s.spawn(move || {
                 // Until every producer is done and every item is out.
                 while done.load(Ordering::SeqCst) < producers || !rx.is_empty() {
                     {
@@ -504,19 +485,19 @@ enum Shutdown {
 fn drop_accounting_across_shutdowns() {
     let name = "drop_accounting_across_shutdowns";
     let seed = seed(name);
-    let rounds = 24 * scale();
+    let rounds = 24 * stress_scale();
     let started = Instant::now();
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = Rng::seed(seed);
     let mut totals: HashMap<&'static str, (usize, usize)> = HashMap::new();
     for round in 0..rounds {
         let how =
             [Shutdown::AllSendersDropped, Shutdown::AllReceiversDropped, Shutdown::CloseThenTakePending]
                 [round % 3];
-        let producers = rng.gen_range(2..=6);
-        let consumers = rng.gen_range(2..=6);
-        let per = rng.gen_range(200..=2_000);
-        let capacity = rng.gen_bool(0.5).then(|| rng.gen_range(1..=32));
-        let seed = rng.gen();
+        let producers = rng.range(2..=6);
+        let consumers = rng.range(2..=6);
+        let per = rng.range(200..=2_000);
+        let capacity = rng.chance(0.5).then(|| rng.range(1..=32));
+        let seed = rng.next_u64();
         let label =
             format!("{name} round {round}: {how:?}, {producers}+{consumers} threads, capacity {capacity:?}");
         let (received, dropped_by_queue) =
@@ -548,11 +529,6 @@ fn shutdown_round(
     let total = producers * per;
     let drops = drop_table(total);
     let (tx, rx) = build::<Counted>(capacity, None);
-    let pool = ThreadPoolBuilder::new()
-        .num_threads(producers + consumers + 1)
-        .thread_name(|i| format!("stress-{i}"))
-        .build()
-        .expect("rayon pool");
     let plogs = Mutex::new(Vec::new());
     let clogs = Mutex::new(Vec::new());
     let taken = Mutex::new(Vec::new());
@@ -560,17 +536,17 @@ fn shutdown_round(
     let rxs: Vec<_> = (0..consumers).map(|_| rx.clone()).collect();
     let closer = matches!(how, Shutdown::CloseThenTakePending).then(|| rx.clone());
     drop((tx, rx));
-    pool.scope(|s| {
+    std::thread::scope(|s| {
         for (p, tx) in txs.into_iter().enumerate() {
             let (drops, plogs) = (&drops, &plogs);
-            s.spawn(move |_| {
-                let mut rng = StdRng::seed_from_u64(seed.wrapping_add(p as u64));
+            s.spawn(move || {
+                let mut rng = Rng::seed(seed.wrapping_add(p as u64));
                 let mut log = ProducerLog { first: p * per, ..ProducerLog::default() };
                 let mut keys = Vec::new();
                 for i in 0..per {
                     let id = p * per + i;
                     log.made += 1;
-                    let at = Instant::now() + us(rng.gen_range(0..=300));
+                    let at = Instant::now() + us(rng.range(0..=300));
                     match tx.send_at(Counted::new(id, drops), at) {
                         Ok(key) => {
                             log.deadlines.push((id, at));
@@ -583,7 +559,7 @@ fn shutdown_round(
                             break;
                         }
                     }
-                    if rng.gen_range(0..8) == 0 {
+                    if rng.range(0..8) == 0 {
                         let (k, id) = recent(&mut rng, &keys, 16);
                         if let Some(item) = tx.cancel(k) {
                             assert_eq!(item.id, id, "cancel returned another item");
@@ -597,10 +573,10 @@ fn shutdown_round(
         }
         for (c, rx) in rxs.into_iter().enumerate() {
             let clogs = &clogs;
-            s.spawn(move |_| {
-                let mut rng = StdRng::seed_from_u64(seed.wrapping_add(1000 + c as u64));
+            s.spawn(move || {
+                let mut rng = Rng::seed(seed.wrapping_add(1000 + c as u64));
                 let quota = match how {
-                    Shutdown::AllReceiversDropped => rng.gen_range(0..=total / consumers),
+                    Shutdown::AllReceiversDropped => rng.range(0..=total / consumers),
                     _ => usize::MAX,
                 };
                 let mut log = ConsumerLog::new();
@@ -611,9 +587,9 @@ fn shutdown_round(
         }
         if let Some(rx) = closer {
             let taken = &taken;
-            s.spawn(move |_| {
-                let mut rng = StdRng::seed_from_u64(seed.wrapping_add(2000));
-                thread::sleep(us(rng.gen_range(0..=3_000)));
+            s.spawn(move || {
+                let mut rng = Rng::seed(seed.wrapping_add(2000));
+                thread::sleep(us(rng.range(0..=3_000)));
                 rx.close();
                 let more: Vec<usize> = rx.take_pending().into_iter().map(|(_, item)| item.id).collect();
                 taken.lock().unwrap().extend(more);

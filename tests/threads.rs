@@ -7,8 +7,6 @@
 mod common;
 use common::*;
 use delayq::{Builder, MockClock, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -97,9 +95,9 @@ fn many_producers_many_consumers_exactly_once_never_early() {
         .map(|p| {
             let tx = tx.clone();
             thread::spawn(move || {
-                let mut rng = StdRng::seed_from_u64(p as u64);
+                let mut rng = Rng::seed(p as u64);
                 for seq in 0..per_producer {
-                    let deadline = Instant::now() + Duration::from_micros(rng.gen_range(0..3000));
+                    let deadline = Instant::now() + Duration::from_micros(rng.range(0..3000));
                     tx.send_at(Job { producer: p, seq, deadline }, deadline).unwrap();
                 }
             })
@@ -158,10 +156,10 @@ fn each_consumer_sees_nondecreasing_deadlines() {
             .map(|p| {
                 let tx = tx.clone();
                 thread::spawn(move || {
-                    let mut rng = StdRng::seed_from_u64(100 + p as u64);
+                    let mut rng = Rng::seed(100 + p as u64);
                     for seq in 0..per_producer {
                         // Coarse deadlines, so that many are equal.
-                        let deadline = base + Duration::from_micros(250 * rng.gen_range(0..40));
+                        let deadline = base + Duration::from_micros(250 * rng.range(0..40));
                         tx.send_at(Job { producer: p, seq, deadline }, deadline).unwrap();
                     }
                 })

@@ -3,25 +3,14 @@
 //! (a callback's message, a condition), never for "long enough".
 
 mod common;
-use common::{join, spawn, wait_for, Bomb};
-use delayq::timer::{MissedTicks, Scheduler, TimerId};
-use delayq::{BuildError, MockClock};
+use common::{join, ms, secs, spawn, wait_for, Bomb, WAIT};
+use delayq::timer::{BuildError, MissedTicks, Scheduler, TimerId};
+use delayq::MockClock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
-
-/// How long a test waits for an event before it fails (never reached when passing).
-const WAIT: Duration = Duration::from_secs(20);
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn secs(n: u64) -> Duration {
-    Duration::from_secs(n)
-}
 
 fn mock(threads: usize) -> (Scheduler, MockClock) {
     let clock = MockClock::new();

@@ -3,7 +3,7 @@
 //! `MockClock`: its `advance` returns once the items it made ready are queued.
 
 mod common;
-use common::{join, spawn, wait_for, Bomb};
+use common::{join, ms, spawn, wait_for, Bomb, WAIT};
 use delayq::workqueue::{
     default_rate_limiter, ExponentialFailure, FastSlow, MaxOf, RateLimiter, TokenBucket, WorkQueue,
 };
@@ -15,13 +15,6 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
-
-/// How long a test waits for an event before it fails (never reached when passing).
-const WAIT: Duration = Duration::from_secs(20);
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 fn mock<K: Clone + Eq + Hash + Send + Sync + 'static>() -> (WorkQueue<K>, MockClock) {
     let clock = MockClock::new();

@@ -1,47 +1,17 @@
-//! Shared helpers for the loom model checks of `delayq` (the models are in `tests/`).
+//! Shared helpers for the loom models of `delayq` that use its public API (the
+//! models are in `tests/`; the models of its internals are in `models/`,
+//! compiled into the crate's own tests).
 //!
 //! Everything here is compiled only under `--cfg delayq_loom`, when `delayq`'s
-//! `sync` facade is loom's and `delayq::loom_api` exposes the internals.
+//! `sync` facade is loom's.
 #![cfg(delayq_loom)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "../models/harness.rs"]
+mod harness;
+
+pub use harness::{model, DEFAULT_MAX_BRANCHES, DEFAULT_PREEMPTIONS};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// Preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set.
-pub const DEFAULT_PREEMPTIONS: usize = 2;
-/// Per-execution branch limit (loom's default of 1000 is too low once two proxy
-/// threads run their loops); `LOOM_MAX_BRANCHES` overrides it.
-pub const DEFAULT_MAX_BRANCHES: usize = 100_000;
-
-/// Runs `f` under loom, bounded by `LOOM_MAX_PREEMPTIONS` (default
-/// [`DEFAULT_PREEMPTIONS`]), and prints how many executions it took and how long.
-pub fn model<F>(f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(DEFAULT_PREEMPTIONS);
-    }
-    if std::env::var_os("LOOM_MAX_BRANCHES").is_none() {
-        b.max_branches = DEFAULT_MAX_BRANCHES;
-    }
-    let runs = Arc::new(AtomicUsize::new(0));
-    let counter = runs.clone();
-    let name = std::thread::current().name().unwrap_or("model").to_owned();
-    let start = Instant::now();
-    b.check(move || {
-        counter.fetch_add(1, Ordering::Relaxed);
-        f();
-    });
-    eprintln!(
-        "loom {name}: {} executions in {:.1} s (preemption bound {})",
-        runs.load(Ordering::Relaxed),
-        start.elapsed().as_secs_f64(),
-        b.preemption_bound.unwrap_or(0),
-    );
-}
+use std::time::Duration;
 
 /// `n` milliseconds.
 pub fn ms(n: u64) -> Duration {
@@ -80,7 +50,8 @@ pub fn take_pending_wakes_a_proxy_waiting_for_room() {
     use delayq::{Builder, MockClock};
 
     let clock = MockClock::new();
-    let (tx, rx) = Builder::new().egress_slots(2).clock(clock.clone()).build::<u32>().unwrap();
+    let (tx, rx) =
+        Builder::new().ingress_slots(2).egress_slots(2).clock(clock.clone()).build::<u32>().unwrap();
     for i in 0..3 {
         tx.send_at(i, clock.now()).unwrap();
     }

@@ -3,15 +3,13 @@
 //! items and, when the ring was full, ring the proxy's `Bell` for room (the
 //! `Sleep::Space` plan).
 //!
-//! Uses `loom_api::Queue` for its two-slot egress ring (the public builder sizes
-//! the ring to the capacity, so a bounded queue can never fill it).
+//! Uses the builder's hidden `egress_slots(2)` for a two-slot egress ring (a
+//! bounded queue's ring is sized to its capacity, so it could never fill).
 #![cfg(delayq_loom)]
 
-use delayq::loom_api::Queue;
-use delayq::MockClock;
+use delayq::{Builder, MockClock, Receiver, Sender};
 use loom::thread;
 use loom_tests::model;
-use std::sync::Arc;
 
 /// Threads: the two proxies and main. Three items due at once through two
 /// egress slots: the dequeue proxy fills the ring, plans `Space` and parks; each
@@ -21,15 +19,14 @@ use std::sync::Arc;
 fn full_ring_parks_the_proxy_until_a_receive_makes_room() {
     model(|| {
         let clock = MockClock::new();
-        let q = Queue::<u32>::new(None, &clock, 2, 2);
-        let t0 = q.ticks();
+        let (tx, rx) = small::<u32>(&clock);
         for d in 0..3 {
-            // Due at once: the mock clock stands at t0.
-            q.send(d, t0).unwrap_or_else(|_| panic!("send {d}"));
+            // Due at once: the mock clock stands still.
+            tx.send_at(d, clock.now()).unwrap();
         }
-        let got: Vec<u32> = (0..3).filter_map(|_| q.recv()).collect();
+        let got: Vec<u32> = (0..3).filter_map(|_| rx.recv().ok()).collect();
         assert_eq!(got, vec![0, 1, 2]);
-        assert_eq!(q.len(), 0);
+        assert_eq!(rx.len(), 0);
     });
 }
 
@@ -41,18 +38,22 @@ fn full_ring_parks_the_proxy_until_a_receive_makes_room() {
 fn proxy_to_two_blocked_consumers() {
     model(|| {
         let clock = MockClock::new();
-        let q = Arc::new(Queue::<u32>::new(None, &clock, 2, 2));
-        let t0 = q.ticks();
+        let (tx, rx) = small::<u32>(&clock);
         let consumer = {
-            let q = q.clone();
-            thread::spawn(move || std::iter::from_fn(|| q.recv()).collect::<Vec<_>>())
+            let rx = rx.clone();
+            thread::spawn(move || rx.iter().collect::<Vec<_>>())
         };
-        q.send(0, t0).unwrap_or_else(|_| panic!("send 0"));
-        q.close();
-        let mine: Vec<u32> = std::iter::from_fn(|| q.recv()).collect();
+        tx.send_at(0, clock.now()).unwrap();
+        rx.close();
+        let mine: Vec<u32> = rx.iter().collect();
         let theirs = consumer.join().unwrap();
         let all: Vec<u32> = mine.iter().chain(&theirs).copied().collect();
         assert_eq!(all, vec![0], "main got {mine:?}, the other consumer {theirs:?}");
-        assert_eq!(q.len(), 0);
+        assert_eq!(rx.len(), 0);
     });
+}
+
+/// An unbounded queue with two-slot rings, on `clock`.
+fn small<T: Send + 'static>(clock: &MockClock) -> (Sender<T>, Receiver<T>) {
+    Builder::new().ingress_slots(2).egress_slots(2).clock(clock.clone()).build().unwrap()
 }

@@ -2,8 +2,9 @@
 //! and the dispatcher.
 
 use super::scheduler::{Inner, Scheduler};
+use super::BuildError;
 use crate::sync::{AtomicU64, Ordering};
-use crate::{BuildError, Builder, Clock};
+use crate::{Builder, Clock};
 use std::sync::Arc;
 
 /// Configures a [`Scheduler`]: worker threads and clock.
@@ -74,13 +75,13 @@ impl SchedulerBuilder {
     /// # Errors
     ///
     /// [`BuildError::ZeroThreads`] for `threads(0)`; [`BuildError::ThreadPool`] if
-    /// the pool cannot be built; [`BuildError::Spawn`] if a thread cannot start.
+    /// the pool cannot be built; [`BuildError::Queue`] if its delay queue cannot be
+    /// built; [`BuildError::Spawn`] if the dispatcher cannot start.
     ///
     /// # Examples
     ///
     /// ```
-    /// use delayq::timer::Scheduler;
-    /// use delayq::BuildError;
+    /// use delayq::timer::{BuildError, Scheduler};
     ///
     /// let e = Scheduler::builder().threads(0).build().unwrap_err();
     /// assert!(matches!(e, BuildError::ZeroThreads));

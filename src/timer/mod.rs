@@ -1,10 +1,10 @@
 //! Scheduled callbacks: one-shot and repeating timers on a worker pool, built
 //! on the delay queue.
 //!
-//! This is what the `tao` TimingWheel (seed 001) offers — timers with an id, an
-//! expiration and a repeat interval, cancel by id, a size query, callbacks
-//! handed to a worker pool — with what it lacks: a heap no caller locks (the
-//! `delayq` core), callbacks that never delay the timer thread, a choice of
+//! This is what the TimingWheel of the `tao` network framework (Go) offers —
+//! timers with an id, an expiration and a repeat interval, cancel by id, a size
+//! query, callbacks handed to a worker pool — with what it lacks: a timer index
+//! no caller locks (the `delayq` core), callbacks that never delay the timer thread, a choice of
 //! [`MissedTicks`] instead of the fixed "more than 10 s late" rule, caught
 //! panics, a clean [`shutdown`](Scheduler::shutdown), and a [`MockClock`]
 //! for deterministic tests.
@@ -42,9 +42,11 @@
 //! ```
 
 mod builder;
+mod error;
 mod missed;
 mod scheduler;
 
 pub use self::builder::SchedulerBuilder;
+pub use self::error::BuildError;
 pub use self::missed::MissedTicks;
 pub use self::scheduler::{Scheduler, TimerId};

@@ -23,7 +23,8 @@
 //! loom-checked protocols).
 
 use super::missed::MissedTicks;
-use crate::sync::{lock, next_queue_id, thread::JoinHandle, AtomicU64, Condvar, Mutex, Ordering};
+use crate::contain::{dispose, drop_contained};
+use crate::sync::{lock, thread::JoinHandle, AtomicU64, Condvar, IdCounter, Mutex, Ordering};
 use crate::{Clock, Key, Receiver, Sender};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -34,6 +35,10 @@ use std::time::{Duration, Instant};
 
 /// Ids handed to the dispatcher in one batch at most.
 const BATCH: usize = 256;
+
+/// Process-wide scheduler numbers, so that a `TimerId` of one scheduler never
+/// names a timer of another.
+static SCHEDULER_IDS: IdCounter = IdCounter::new();
 
 thread_local! {
     /// The schedulers whose callbacks run on this thread right now (a callback
@@ -83,19 +88,20 @@ impl fmt::Debug for TimerId {
 ///
 /// ```text
 /// schedule_* ──send_at(id)──▶ delayq queue ──recv──▶ dispatcher ──spawn──▶ rayon pool
-///     ▲            (heap, 2 proxy threads)          (id → callback)       (runs it)
+///     ▲            (index, 2 proxy threads)         (id → callback)       (runs it)
 ///     └──────────────── a repeating run re-arms its id when it returns ◀─────┘
 /// ```
 ///
-/// - Scheduling is a map insert and one [`Sender::send_at`] (O(log n) in the
-///   queue's heap, done by its proxy); cancelling is a map remove and one
+/// - Scheduling is a map insert and one [`Sender::send_at`] (O(1) in the
+///   queue's timing wheel, done by its proxy); cancelling is a map remove and one
 ///   [`Sender::cancel`] (O(1)).
 /// - The dispatcher only looks ids up and hands callbacks to the pool, in the
 ///   order the queue delivers them (earliest time first); callbacks never run on
 ///   the queue's threads or the dispatcher, so a slow callback delays no other
-///   timer, as long as the pool has a free worker (seed 003: "task execution
-///   must not slow the timer"). This is the `tao` TimingWheel's `AddTimerInPool`
-///   (seed 001), with a heap the callers never lock.
+///   timer, as long as the pool has a free worker ("task execution must not slow
+///   the timer", as the persistent Go timing-wheel delay queue puts it). This is
+///   the `tao` TimingWheel's `AddTimerInPool`, with a timer index the callers
+///   never lock.
 /// - Runs start in the order the queue delivers their ids (earliest time first;
 ///   exact on a [`MockClock`](crate::MockClock), where a step delivers everything
 ///   it made due in `(time, schedule order)`): with one worker thread they also
@@ -257,7 +263,7 @@ impl Inner {
         Inner {
             // Process-wide unique, so that a `TimerId` of one scheduler never
             // names a timer of another.
-            id: next_queue_id(),
+            id: SCHEDULER_IDS.next(),
             clock,
             tx,
             rx,
@@ -390,20 +396,15 @@ impl Inner {
     /// the process (rayon's default), and on any path it would skip the rest of
     /// the bookkeeping (a run never counted as finished wedges `shutdown`).
     fn drop_contained<I: IntoIterator>(&self, values: I) {
-        for v in values {
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
-                self.count_panic(payload);
-            }
-        }
+        let panics = drop_contained(values);
+        // Relaxed: a statistic, read on its own.
+        self.panicked.fetch_add(panics, Ordering::Relaxed);
     }
 
     fn count_panic(&self, payload: Box<dyn std::any::Any + Send>) {
         // Relaxed: a statistic, read on its own.
         self.panicked.fetch_add(1, Ordering::Relaxed);
-        // A payload whose drop panics too is forgotten rather than unwind a worker.
-        if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-            std::mem::forget(again);
-        }
+        dispose(payload);
     }
 
     fn schedule(&self, when: Option<Instant>, task: Task, every: Option<(Duration, MissedTicks)>) -> TimerId {
@@ -501,7 +502,7 @@ impl Scheduler {
     ///
     /// If the operating system refuses to start its threads
     /// ([`SchedulerBuilder::build`](super::SchedulerBuilder::build) reports that
-    /// as a [`BuildError`](crate::BuildError) instead).
+    /// as a [`BuildError`](super::BuildError) instead).
     ///
     /// # Examples
     ///
@@ -525,8 +526,8 @@ impl Scheduler {
     /// # Examples
     ///
     /// ```
-    /// use delayq::timer::Scheduler;
-    /// use delayq::{BuildError, MockClock};
+    /// use delayq::timer::{BuildError, Scheduler};
+    /// use delayq::MockClock;
     ///
     /// let s = Scheduler::builder().threads(2).clock(MockClock::new()).build().unwrap();
     /// assert_eq!(s.len(), 0);

@@ -2,7 +2,8 @@
 
 use super::queue::{Inner, WorkQueue};
 use super::rate_limiter::{default_rate_limiter, RateLimiter};
-use crate::{BuildError, Builder, Clock};
+use super::BuildError;
+use crate::{Builder, Clock};
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -90,7 +91,8 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueueBuilder<K> {
     ///
     /// # Errors
     ///
-    /// [`BuildError::Spawn`] if a thread cannot start.
+    /// [`BuildError::Queue`] if the delay stage's queue cannot be built;
+    /// [`BuildError::Spawn`] if the mover thread cannot start.
     ///
     /// # Examples
     ///
@@ -108,11 +110,11 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueueBuilder<K> {
         // After the delay queue's own listener (subscribed when it was built),
         // which puts the items a mock step made due in its consumers' ring.
         let weak = Arc::downgrade(&inner);
-        let subscription = self.clock.subscribe(Arc::new(move || {
+        let subscription = self.clock.subscribe(move || {
             if let Some(inner) = weak.upgrade() {
                 inner.clock_moved();
             }
-        }));
+        });
         let me = inner.clone();
         let mover = crate::sync::thread::Builder::new()
             .name("delayq-workqueue-mover".to_owned())

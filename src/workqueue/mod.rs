@@ -1,4 +1,4 @@
-//! A work queue in the style of Kubernetes client-go's `workqueue` (seed 004):
+//! A work queue in the style of Kubernetes client-go's `workqueue` package:
 //! de-duplicating FIFO, delayed adds and rate-limited retries, built on the
 //! delay queue.
 //!
@@ -52,11 +52,13 @@
 //! ```
 
 mod builder;
+mod error;
 mod queue;
 mod rate_limiter;
 mod stats;
 
 pub use self::builder::WorkQueueBuilder;
+pub use self::error::BuildError;
 pub use self::queue::WorkQueue;
 pub use self::rate_limiter::{
     default_rate_limiter, ExponentialFailure, FastSlow, MaxOf, RateLimiter, TokenBucket,

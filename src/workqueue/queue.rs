@@ -14,13 +14,15 @@
 //!   even drop the last handle (which takes the lock to shut down). Copies that
 //!   are not kept are collected and dropped once the lock is released.
 //!
-//! This layer uses the core through its API (plus the crate's mock-clock
-//! listener hook, whose listeners run in subscription order: the queue's own
-//! flush first), and the crate's `sync` facade for its locks and condition
-//! variables (it is not one of the loom-checked protocols).
+//! This layer uses the core through its public API (including
+//! [`Clock::subscribe`](crate::Clock::subscribe), whose listeners run in
+//! subscription order: the queue's own flush first), and the crate's `sync`
+//! facade for its locks and condition variables (it is not one of the
+//! loom-checked protocols).
 
 use super::rate_limiter::RateLimiter;
 use super::stats::{Samples, Stats};
+use crate::contain::{dispose, drop_contained};
 use crate::sync::{lock, thread::JoinHandle, Condvar, Mutex, MutexGuard};
 use crate::{Clock, Key, Receiver, Sender};
 use std::collections::{HashMap, VecDeque};
@@ -66,7 +68,7 @@ const MOCK_PATIENCE: Duration = Duration::from_secs(10);
 ///   item may be both ready and in the delay stage; when it arrives, `add`
 ///   de-duplicates it.
 /// - Costs: `add`, `get`, `done` are O(1) under one lock; `add_after` adds one
-///   `send_at` (O(log n) in the core's heap, applied by its proxy thread) or
+///   `send_at` (O(1) in the core's timing wheel, applied by its proxy thread) or
 ///   one `reschedule` round trip to that proxy.
 ///
 /// # Shut down
@@ -129,7 +131,7 @@ struct Handle<K> {
     /// `inner.shut_down(false)`, callable without `K`'s bounds.
     shut_down: Box<dyn Fn() + Send + Sync>,
     mover: Mutex<Option<JoinHandle<()>>>,
-    _subscription: crate::clock::Subscription,
+    _subscription: crate::Subscription,
 }
 
 impl<K> Drop for Handle<K> {
@@ -182,25 +184,6 @@ struct Waiting {
     key: Key,
     /// `None`: too far for `Instant`, never ready.
     ready: Option<Instant>,
-}
-
-/// Drops user values one by one, catching panics; returns how many panicked.
-fn drop_contained<I: IntoIterator>(values: I) -> u64 {
-    let mut panics = 0;
-    for v in values {
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
-            panics += 1;
-            forget_panic(payload);
-        }
-    }
-    panics
-}
-
-/// Disposes of a caught panic's payload, whose own `Drop` might panic too.
-fn forget_panic(payload: Box<dyn std::any::Any + Send>) {
-    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-        std::mem::forget(again);
-    }
 }
 
 fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
@@ -273,7 +256,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
                         Ok(false) => {}
                         Err(payload) => {
                             st.panics += 1;
-                            forget_panic(payload);
+                            dispose(payload);
                             // Its entry could not be found by hashing: mark it by
                             // its delay-queue key (no user code), so that clock
                             // steps stop waiting for it. Shut down drops it.
@@ -514,7 +497,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     pub(super) fn from_parts(
         inner: Arc<Inner<K>>,
         mover: JoinHandle<()>,
-        subscription: crate::clock::Subscription,
+        subscription: crate::Subscription,
     ) -> Self {
         let me = inner.clone();
         let shut_down = Box::new(move || me.shut_down(false));
@@ -533,7 +516,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     ///
     /// If the operating system refuses to start its threads
     /// ([`WorkQueueBuilder::build`](super::WorkQueueBuilder::build) reports that
-    /// as a [`BuildError`](crate::BuildError) instead).
+    /// as a [`BuildError`](super::BuildError) instead).
     ///
     /// # Examples
     ///

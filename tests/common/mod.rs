@@ -12,6 +12,14 @@ pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+pub fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+pub fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
 /// Multiplies iteration counts: `DELAYQ_TEST_SCALE=10 cargo test` for a heavier run.
 pub fn scale() -> usize {
     std::env::var("DELAYQ_TEST_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1)
@@ -64,8 +72,9 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// How long `join` waits for a spawned thread before failing the test.
-pub const JOIN_WAIT: Duration = Duration::from_secs(20);
+/// How long a test waits for an event (or `join` for a spawned thread) before
+/// it fails; never reached when it passes.
+pub const WAIT: Duration = Duration::from_secs(20);
 
 /// Runs `f` on a new thread; [`join`] its result.
 pub fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> std::sync::mpsc::Receiver<T> {
@@ -75,10 +84,10 @@ pub fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> std::
 }
 
 /// The result of a [`spawn`]ed thread, failing the test if it does not come
-/// within `JOIN_WAIT` (a hang fails instead of blocking the suite) or the thread
+/// within [`WAIT`] (a hang fails instead of blocking the suite) or the thread
 /// panicked.
 pub fn join<T>(t: std::sync::mpsc::Receiver<T>) -> T {
-    t.recv_timeout(JOIN_WAIT).expect("the thread hung or panicked")
+    t.recv_timeout(WAIT).expect("the thread hung or panicked")
 }
 
 /// A value whose `Drop` panics while armed (and never during an unwind, which
@@ -107,5 +116,101 @@ impl Drop for Bomb {
         if self.is_armed() && !thread::panicking() {
             panic!("a user value's Drop panics");
         }
+    }
+}
+
+/// A small seeded random number generator (xorshift64*), so the tests need no
+/// dependency: the same seed gives the same choices.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn seed(seed: u64) -> Rng {
+        // splitmix64 of the seed: no zero state, nearby seeds far apart.
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        Rng((z ^ (z >> 31)) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `range` (which must not be empty).
+    pub fn range<T: Sample>(&mut self, range: impl std::ops::RangeBounds<T>) -> T {
+        use std::ops::Bound::*;
+        let lo = match range.start_bound() {
+            Included(&x) => x.to_u64(),
+            Excluded(&x) => x.to_u64() + 1,
+            Unbounded => 0,
+        };
+        let hi = match range.end_bound() {
+            Included(&x) => x.to_u64(),
+            Excluded(&x) => x.to_u64().checked_sub(1).expect("an empty range"),
+            Unbounded => u64::MAX,
+        };
+        assert!(lo <= hi, "an empty range");
+        let span = hi - lo;
+        let x = if span == u64::MAX { self.next_u64() } else { self.next_u64() % (span + 1) };
+        T::from_u64(lo + x)
+    }
+
+    /// `true` with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+
+    /// Fisher-Yates.
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.range(0..=i);
+            v.swap(i, j);
+        }
+    }
+}
+
+/// Integers [`Rng::range`] draws.
+pub trait Sample: Copy {
+    fn to_u64(self) -> u64;
+    fn from_u64(x: u64) -> Self;
+}
+
+impl Sample for u64 {
+    fn to_u64(self) -> u64 {
+        self
+    }
+    fn from_u64(x: u64) -> Self {
+        x
+    }
+}
+
+impl Sample for usize {
+    fn to_u64(self) -> u64 {
+        self as u64
+    }
+    fn from_u64(x: u64) -> Self {
+        x as usize
+    }
+}
+
+impl Sample for u32 {
+    fn to_u64(self) -> u64 {
+        u64::from(self)
+    }
+    fn from_u64(x: u64) -> Self {
+        x as u32
+    }
+}
+
+impl Sample for i32 {
+    fn to_u64(self) -> u64 {
+        u64::try_from(self).expect("a non-negative bound")
+    }
+    fn from_u64(x: u64) -> Self {
+        x as i32
     }
 }

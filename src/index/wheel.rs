@@ -35,10 +35,10 @@
 //!   empty and the slot is due: `ready` stays a granule or so small even under a
 //!   large backlog.
 
+use super::heap::NodeHeap;
+use super::node::{Entry, Node};
+use super::slots::Slots;
 use crate::clock::NEVER;
-use crate::heap::NodeHeap;
-use crate::index::{Entry, Node};
-use crate::slots::Slots;
 
 const GRANULE_BITS: u32 = 10;
 const SLOT_BITS: u32 = 6;
@@ -340,9 +340,9 @@ impl<T> WheelIndex<T> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{apply_wheel, check_against_model, check_basic_semantics, NARROW, WIDE};
+    use super::super::Index;
     use super::*;
-    use crate::index::tests::{apply_wheel, check_against_model, check_basic_semantics, NARROW, WIDE};
-    use crate::index::Index;
 
     #[test]
     fn basic_semantics() {

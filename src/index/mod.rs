@@ -7,49 +7,20 @@
 //! `reschedule` changes its deadline and adds a node, so stale nodes become
 //! tombstones that the backends skip and sweep. Equal deadlines leave in key order.
 //!
-//! Backends (each in its own file): [`HeapIndex`](crate::heap::HeapIndex), a
-//! 4-ary heap, and [`WheelIndex`](crate::wheel::WheelIndex), a hierarchical timing
-//! wheel with exact order (the default; see `wheel.rs` for why).
+//! Files: `node.rs` (the [`Node`]s and [`Entry`]s every backend shares, a leaf),
+//! `slots.rs` (the key → entry table), and one file per backend behind the
+//! [`Index`] enum: `heap.rs` ([`HeapIndex`], a 4-ary heap) and `wheel.rs`
+//! ([`WheelIndex`], a hierarchical timing wheel with exact order, the default;
+//! see `wheel.rs` for why). This file only dispatches.
 
+mod heap;
+mod node;
+mod slots;
+mod wheel;
+
+use self::heap::HeapIndex;
+use self::wheel::WheelIndex;
 use crate::clock::NEVER;
-use crate::heap::HeapIndex;
-use crate::slots::Slots;
-use crate::wheel::WheelIndex;
-
-/// What the backends order: a deadline in ticks and the item's key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Node {
-    pub(crate) deadline: u64,
-    pub(crate) key: u64,
-}
-
-impl Node {
-    #[inline]
-    pub(crate) fn before(&self, other: &Node) -> bool {
-        (self.deadline, self.key) < (other.deadline, other.key)
-    }
-}
-
-/// What the table holds per item.
-#[derive(Debug)]
-pub(crate) struct Entry<T> {
-    pub(crate) deadline: u64,
-    pub(crate) item: T,
-}
-
-impl<T> Entry<T> {
-    pub(crate) fn is_live(entries: &Slots<Entry<T>>, n: &Node) -> bool {
-        entries.get(n.key).is_some_and(|e| e.deadline == n.deadline)
-    }
-
-    /// Empties the table, returning `(deadline, key, item)` in `(deadline, key)`
-    /// order.
-    pub(crate) fn drain_sorted(entries: &mut Slots<Entry<T>>) -> Vec<(u64, u64, T)> {
-        let mut all: Vec<_> = entries.drain().into_iter().map(|(k, e)| (e.deadline, k, e.item)).collect();
-        all.sort_unstable_by_key(|&(d, k, _)| (d, k));
-        all
-    }
-}
 
 /// Which timer index a queue uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -4,11 +4,9 @@
 //! across the ring → spill → ring transitions (so a `cancel` never overtakes its
 //! own `send`), none lost or duplicated, and `close` + `drain_closed` account for
 //! every push (accepted → drained once, refused → handed back).
-#![cfg(delayq_loom)]
-
-use delayq::loom_api::Ingress;
+use super::model;
+use crate::ingress::Ingress;
 use loom::thread;
-use loom_tests::model;
 use std::sync::Arc;
 
 /// Threads: producer A (three commands through a two-slot ring: the third may

@@ -2,9 +2,9 @@
 //! otherwise pick, on the SAME workload, in one run on one machine (issue 4).
 //!
 //! ```text
-//! cargo run --release --example compare                 # full run → docs/bench/
-//! cargo run --release --example compare -- --quick      # CI smoke run (~1–2 min) → target/bench-quick/
-//! cargo run --release --example compare -- --help
+//! cargo run --release -p delayq-bench --example compare                 # full run → docs/bench/
+//! cargo run --release -p delayq-bench --example compare -- --quick      # CI smoke run (~1–2 min) → target/bench-quick/
+//! cargo run --release -p delayq-bench --example compare -- --help
 //! ```
 //!
 //! Workload (`compare/workload.rs`): P producers, C consumers, N items, deadline =
@@ -39,9 +39,9 @@ use std::time::{Duration, Instant};
 use workload::{Config, Pace};
 
 const HELP: &str = "\
-compare: delayq vs peers on one workload (see examples/compare.rs and docs/bench/README.md)
+compare: delayq vs peers on one workload (see benches/examples/compare.rs and docs/bench/README.md)
 
-USAGE: cargo run --release --example compare -- [OPTIONS]
+USAGE: cargo run --release -p delayq-bench --example compare -- [OPTIONS]
 
 OPTIONS:
   --quick             smoke run for CI: N = 500000, 1 repeat, configs 1x1/4x4/16x16 at
@@ -186,7 +186,8 @@ fn main() {
     }
     let o = parse_options(&args);
     let out = o.out.clone().unwrap_or_else(|| {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        // The repository's root: this package lives in `benches/`.
+        let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
         if o.quick {
             root.join("target/bench-quick")
         } else {
@@ -291,7 +292,7 @@ fn main() {
         });
     }
 
-    let command = std::iter::once("cargo run --release --example compare --".to_owned())
+    let command = std::iter::once("cargo run --release -p delayq-bench --example compare --".to_owned())
         .chain(args.iter().cloned())
         .collect::<Vec<_>>()
         .join(" ");

@@ -4,7 +4,7 @@
 //! under 1 ms) and each thread's state, CPU time and context switches.
 //!
 //! ```text
-//! cargo run --release --example idle [-- --items 1000000 --secs 10 --consumers 2]
+//! cargo run --release -p delayq-bench --example idle [-- --items 1000000 --secs 10 --consumers 2]
 //! ```
 //!
 //! Exit status 1 when the process used 1 ms of CPU or more in the window.
@@ -26,7 +26,7 @@ fn arg(args: &[String], name: &str, default: f64) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("cargo run --release --example idle [-- --items N --secs S --consumers C]");
+        println!("cargo run --release -p delayq-bench --example idle [-- --items N --secs S --consumers C]");
         return;
     }
     let n = arg(&args, "--items", 1_000_000.0) as u64;

@@ -7,9 +7,9 @@
 //! small queues; past a few hundred thousand pending items its pops miss the
 //! caches at every level, which is what the wheel avoids.
 
+use super::node::{Entry, Node};
+use super::slots::Slots;
 use crate::clock::NEVER;
-use crate::index::{Entry, Node};
-use crate::slots::Slots;
 
 const ARITY: usize = 4;
 
@@ -197,19 +197,19 @@ impl<T> HeapIndex<T> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{check_against_model, check_basic_semantics, NARROW, WIDE};
     use super::*;
-    use crate::index::tests::{check_against_model, check_basic_semantics, NARROW, WIDE};
 
     #[test]
     fn basic_semantics() {
-        check_basic_semantics(&mut crate::index::Index::Heap(HeapIndex::new()));
+        check_basic_semantics(&mut super::super::Index::Heap(HeapIndex::new()));
     }
 
     #[test]
     fn matches_a_sorted_model_and_compacts_tombstones() {
         for spreads in [WIDE, NARROW] {
             let mut h = HeapIndex::new();
-            check_against_model(spreads, &mut |op| crate::index::tests::apply_heap(&mut h, op));
+            check_against_model(spreads, &mut |op| super::super::tests::apply_heap(&mut h, op));
             assert!(h.node_count() <= 2 * h.entries.len() + 64, "tombstones were not compacted");
         }
     }

@@ -18,8 +18,8 @@
 //! the growth per million keys, are printed.
 //!
 //! ```text
-//! cargo run --release --example scale [-- --items 10000000 --producers 1 --consumers 2 --horizon 15 --spread 2]
-//! cargo run --release --example scale -- --far-stream 100000000
+//! cargo run --release -p delayq-bench --example scale [-- --items 10000000 --producers 1 --consumers 2 --horizon 15 --spread 2]
+//! cargo run --release -p delayq-bench --example scale -- --far-stream 100000000
 //! ```
 
 #[path = "compare/sys.rs"]
@@ -43,7 +43,7 @@ fn arg(args: &[String], name: &str, default: f64) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("cargo run --release --example scale [-- --items N --producers P --consumers C --horizon SECS --spread SECS]");
+        println!("cargo run --release -p delayq-bench --example scale [-- --items N --producers P --consumers C --horizon SECS --spread SECS]");
         return;
     }
     let far_stream = arg(&args, "--far-stream", 0.0) as u64;

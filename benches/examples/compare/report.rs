@@ -191,7 +191,7 @@ pub struct Meta {
 pub fn fmt_d(d: Duration) -> String {
     if d.is_zero() {
         "0".into()
-    } else if d.subsec_nanos() % 1_000_000 == 0 {
+    } else if d.subsec_nanos().is_multiple_of(1_000_000) {
         format!("{}ms", d.as_millis())
     } else {
         format!("{}µs", d.as_micros())

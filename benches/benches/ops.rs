@@ -15,7 +15,7 @@
 //! - `binary_heap_hold`: the baseline: a plain `std` `BinaryHeap` pop+push ("hold"
 //!   model) at the same size, on this thread, no queue around it.
 //!
-//! `cargo bench --bench ops` (add `DELAYQ_BENCH_10M=1` for the 10 M case).
+//! `cargo bench -p delayq-bench --bench ops` (add `DELAYQ_BENCH_10M=1` for the 10 M case).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::{Rng, SeedableRng};

@@ -7,12 +7,10 @@
 //! verdict never older than a pop that happened before the push, and `close`
 //! racing pushes (every accepted push is popped once, every refused one comes
 //! back).
-#![cfg(delayq_loom)]
-
-use delayq::loom_api::{PushError, Ring};
+use super::model;
+use crate::ring::{PushError, Ring};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
-use loom_tests::model;
 use std::sync::Arc;
 
 /// Two words that must agree: a torn read shows up as a mismatch.

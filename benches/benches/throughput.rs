@@ -6,9 +6,9 @@
 //! (D = 1 ms). One criterion iteration is one whole run: a fresh queue, threads
 //! released by a `Barrier`, timed until the last consumer has seen the queue
 //! closed and drained. The side-by-side comparison with other queues is
-//! `cargo run --release --example compare` (docs/bench/).
+//! `cargo run --release -p delayq-bench --example compare` (docs/bench/).
 //!
-//! `cargo bench --bench throughput`
+//! `cargo bench -p delayq-bench --bench throughput`
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::sync::{Arc, Barrier};

@@ -1,0 +1,27 @@
+//! Containing panics of user code on the library's own threads and paths: an
+//! item's (or a callback's, or a key's) `Drop` that panics must neither kill a
+//! thread the library owns nor cut its bookkeeping short.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Drops `values` one by one, catching a panicking `Drop`; returns how many
+/// panicked. Every value is dropped, whatever the others do.
+pub(crate) fn drop_contained<I: IntoIterator>(values: I) -> u64 {
+    let mut panics = 0;
+    for v in values {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
+            panics += 1;
+            dispose(payload);
+        }
+    }
+    panics
+}
+
+/// Disposes of a caught panic's payload, whose own `Drop` may panic too (then
+/// it is forgotten: a small leak, never an unwind).
+pub(crate) fn dispose(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+}
