@@ -26,7 +26,7 @@ RUSTFLAGS="--cfg delayq_loom" CARGO_TARGET_DIR=target/loom \
 echo "loom suite: $(( $(date +%s) - start )) s"
 
 # Each planted bug in its own build: loom must find it.
-for bug in delayq_bug_lost_wakeup delayq_bug_take_pending_no_ring; do
+for bug in delayq_bug_lost_wakeup delayq_bug_take_pending_no_ring delayq_bug_async_drop_no_pass_on; do
   echo "planted bug: loom must find --cfg $bug"
   start=$(date +%s)
   RUSTFLAGS="--cfg delayq_loom --cfg $bug" CARGO_TARGET_DIR="target/loom-$bug" \

@@ -4,8 +4,9 @@
 use std::error::Error;
 use std::fmt;
 
-/// The queue is disconnected: every [`Receiver`](crate::Receiver) is gone, or the
-/// queue was [`close`](crate::Receiver::close)d. The item is handed back.
+/// The queue takes no more sends: it was [`close`](crate::Receiver::close)d (or
+/// every [`Sender`](crate::Sender) was dropped), or every
+/// [`Receiver`](crate::Receiver) is gone. The item is handed back.
 #[derive(PartialEq, Eq, Clone, Copy)]
 pub struct SendError<T>(pub T);
 
@@ -14,7 +15,8 @@ pub struct SendError<T>(pub T);
 pub enum TrySendError<T> {
     /// The queue is bounded and holds `capacity` items.
     Full(T),
-    /// The queue is disconnected or closed.
+    /// The queue takes no more sends (as for [`SendError`]). The variant keeps
+    /// crossbeam-channel's name; the message says "closed".
     Disconnected(T),
 }
 
@@ -23,7 +25,7 @@ pub enum TrySendError<T> {
 pub enum SendTimeoutError<T> {
     /// The queue stayed full until the timeout.
     Timeout(T),
-    /// The queue is disconnected or closed.
+    /// The queue takes no more sends (as for [`SendError`]).
     Disconnected(T),
 }
 
@@ -133,7 +135,7 @@ impl<T> fmt::Debug for SendError<T> {
 }
 impl<T> fmt::Display for SendError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("sending on a disconnected delay queue")
+        f.write_str("sending on a closed delay queue")
     }
 }
 impl<T> Error for SendError<T> {}
@@ -150,7 +152,7 @@ impl<T> fmt::Display for TrySendError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TrySendError::Full(_) => f.write_str("sending on a full delay queue"),
-            TrySendError::Disconnected(_) => f.write_str("sending on a disconnected delay queue"),
+            TrySendError::Disconnected(_) => f.write_str("sending on a closed delay queue"),
         }
     }
 }
@@ -168,7 +170,7 @@ impl<T> fmt::Display for SendTimeoutError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SendTimeoutError::Timeout(_) => f.write_str("timed out waiting on a full delay queue"),
-            SendTimeoutError::Disconnected(_) => f.write_str("sending on a disconnected delay queue"),
+            SendTimeoutError::Disconnected(_) => f.write_str("sending on a closed delay queue"),
         }
     }
 }

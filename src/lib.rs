@@ -72,6 +72,7 @@
 //! | --- | --- | --- |
 //! | `timer` | `timer` | scheduled callbacks on a rayon pool (adds `rayon`) |
 //! | `workqueue` | `workqueue` | Kubernetes client-go's work queue |
+//! | `async` | (root) | `recv_async`, `send_at_async`, `Stream`s: any executor, no runtime timer (adds `futures-core`) |
 //!
 //! # Guarantees
 //!
@@ -122,7 +123,11 @@ mod ingress;
 mod key;
 mod oneshot;
 mod receiver;
+#[cfg(feature = "async")]
+mod recv_future;
 mod ring;
+#[cfg(feature = "async")]
+mod send_future;
 mod sender;
 mod shared;
 mod sync;
@@ -146,4 +151,8 @@ pub use crate::error::{
 pub use crate::expired::Expired;
 pub use crate::key::Key;
 pub use crate::receiver::{IntoIter, Iter, Receiver, TryIter};
+#[cfg(feature = "async")]
+pub use crate::recv_future::{doc_block_on, IntoStream, RecvEntryFut, RecvFut, RecvManyFut, RecvStream};
+#[cfg(feature = "async")]
+pub use crate::send_future::SendFut;
 pub use crate::sender::Sender;

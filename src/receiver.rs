@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A due item as it leaves the egress ring: `(deadline ticks, key, item)`.
-type Raw<T> = Due<T>;
+pub(crate) type Raw<T> = Due<T>;
 
 /// Takes one due item, if the egress ring has one.
 fn try_take<T>(s: &Shared<T>) -> Option<Raw<T>> {
@@ -26,7 +26,7 @@ fn try_take<T>(s: &Shared<T>) -> Option<Raw<T>> {
 }
 
 /// Takes due items into `buf` until `limit` or the ring is empty.
-fn take_many<T>(s: &Shared<T>, buf: &mut Vec<Raw<T>>, limit: usize) -> usize {
+pub(crate) fn take_many<T>(s: &Shared<T>, buf: &mut Vec<Raw<T>>, limit: usize) -> usize {
     let n = s.egress.take_many(buf, limit);
     if n > 0 {
         taken(s, n);
@@ -66,17 +66,21 @@ fn taken<T>(s: &Shared<T>, n: usize) {
 ///
 /// When the last `Receiver` is dropped, sends fail with the item handed back,
 /// pending items are dropped, and the proxy threads exit.
+///
+/// Its methods need nothing of `T` (generic code written against crossbeam's
+/// `Receiver<T>` compiles against this one); building a queue needs
+/// `T: Send + 'static`, because the proxy threads own the items.
 pub struct Receiver<T> {
     chan: Arc<Chan<T>>,
 }
 
-impl<T: Send + 'static> Receiver<T> {
+impl<T> Receiver<T> {
     pub(crate) fn new(chan: Arc<Chan<T>>) -> Self {
         Receiver { chan }
     }
 
     /// One attempt: a due item, "exhausted", or nothing yet.
-    fn attempt(&self) -> Option<Result<Raw<T>, RecvError>> {
+    pub(crate) fn attempt(&self) -> Option<Result<Raw<T>, RecvError>> {
         let s = &self.chan.shared;
         if let Some(entry) = try_take(s) {
             return Some(Ok(entry));
@@ -122,13 +126,13 @@ impl<T: Send + 'static> Receiver<T> {
         Ok(all)
     }
 
-    /// The queue's internals, for the loom models of `loom-tests/models/`.
-    #[cfg(all(test, delayq_loom))]
+    /// The queue's internals (the async front-end; the loom models).
+    #[cfg_attr(not(any(feature = "async", all(test, delayq_loom))), allow(dead_code))]
     pub(crate) fn shared(&self) -> &Shared<T> {
         &self.chan.shared
     }
 
-    fn entry(&self, (deadline, seq, item): Raw<T>) -> Expired<T> {
+    pub(crate) fn entry(&self, (deadline, seq, item): Raw<T>) -> Expired<T> {
         let s = &self.chan.shared;
         Expired { item, key: Key { queue: s.id, seq }, deadline: s.ticks.instant(deadline) }
     }
@@ -484,9 +488,7 @@ impl<T: Send + 'static> Receiver<T> {
         let all = reply.wait().unwrap_or_default();
         all.into_iter().map(|(t, item)| (s.ticks.instant(t), item)).collect()
     }
-}
 
-impl<T> Receiver<T> {
     /// Items sent and not yet received, cancelled or taken.
     pub fn len(&self) -> usize {
         self.chan.shared.len()
@@ -544,28 +546,28 @@ pub struct IntoIter<T> {
     rx: Receiver<T>,
 }
 
-impl<T: Send + 'static> Iterator for Iter<'_, T> {
+impl<T> Iterator for Iter<'_, T> {
     type Item = T;
     fn next(&mut self) -> Option<T> {
         self.rx.recv().ok()
     }
 }
 
-impl<T: Send + 'static> Iterator for TryIter<'_, T> {
+impl<T> Iterator for TryIter<'_, T> {
     type Item = T;
     fn next(&mut self) -> Option<T> {
         self.rx.try_recv().ok()
     }
 }
 
-impl<T: Send + 'static> Iterator for IntoIter<T> {
+impl<T> Iterator for IntoIter<T> {
     type Item = T;
     fn next(&mut self) -> Option<T> {
         self.rx.recv().ok()
     }
 }
 
-impl<'a, T: Send + 'static> IntoIterator for &'a Receiver<T> {
+impl<'a, T> IntoIterator for &'a Receiver<T> {
     type Item = T;
     type IntoIter = Iter<'a, T>;
     fn into_iter(self) -> Iter<'a, T> {
@@ -573,7 +575,7 @@ impl<'a, T: Send + 'static> IntoIterator for &'a Receiver<T> {
     }
 }
 
-impl<T: Send + 'static> IntoIterator for Receiver<T> {
+impl<T> IntoIterator for Receiver<T> {
     type Item = T;
     type IntoIter = IntoIter<T>;
     fn into_iter(self) -> IntoIter<T> {

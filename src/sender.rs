@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 
 /// How long a send may wait for room in a bounded queue.
 #[derive(Clone, Copy, Debug)]
-enum Wait {
+pub(crate) enum Wait {
     Never,
     Until(Option<Instant>),
 }
 
 /// Why a send failed; the item comes back.
-enum SendFail<T> {
+pub(crate) enum SendFail<T> {
     Full(T),
     Timeout(T),
     Disconnected(T),
@@ -82,16 +82,26 @@ fn send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<u64, Sen
 ///
 /// When the last `Sender` is dropped, receivers still get every pending item when
 /// it falls due, then [`RecvError`](crate::RecvError).
+///
+/// Its methods need nothing of `T`, as crossbeam-channel's; building a queue needs
+/// `T: Send + 'static` (the proxy threads own the items), so a queue of borrowed
+/// data cannot be made.
 pub struct Sender<T> {
     chan: Arc<Chan<T>>,
 }
 
-impl<T: Send + 'static> Sender<T> {
+impl<T> Sender<T> {
     pub(crate) fn new(chan: Arc<Chan<T>>) -> Self {
         Sender { chan }
     }
 
-    fn send_ticks(&self, item: T, deadline: u64, wait: Wait) -> Result<Key, SendFail<T>> {
+    /// The queue's internals (the async front-end).
+    #[cfg_attr(not(feature = "async"), allow(dead_code))]
+    pub(crate) fn shared(&self) -> &Shared<T> {
+        &self.chan.shared
+    }
+
+    pub(crate) fn send_ticks(&self, item: T, deadline: u64, wait: Wait) -> Result<Key, SendFail<T>> {
         let s = &self.chan.shared;
         send(s, item, deadline, wait).map(|seq| Key { queue: s.id, seq })
     }
@@ -174,7 +184,11 @@ impl<T: Send + 'static> Sender<T> {
     /// ```
     pub fn try_send_at(&self, item: T, deadline: Instant) -> Result<Key, TrySendError<T>> {
         let d = self.chan.shared.deadline_ticks(deadline);
-        match self.send_ticks(item, d, Wait::Never) {
+        self.try_send_ticks(item, d)
+    }
+
+    fn try_send_ticks(&self, item: T, deadline: u64) -> Result<Key, TrySendError<T>> {
+        match self.send_ticks(item, deadline, Wait::Never) {
             Ok(k) => Ok(k),
             Err(SendFail::Full(t) | SendFail::Timeout(t)) => Err(TrySendError::Full(t)),
             Err(SendFail::Disconnected(t)) => Err(TrySendError::Disconnected(t)),
@@ -209,19 +223,134 @@ impl<T: Send + 'static> Sender<T> {
         timeout: Duration,
     ) -> Result<Key, SendTimeoutError<T>> {
         let s = &self.chan.shared;
-        let until = s.clock.now().checked_add(timeout);
-        match self.send_ticks(item, s.deadline_ticks(deadline), Wait::Until(until)) {
+        self.send_ticks_until(item, s.deadline_ticks(deadline), s.clock.now().checked_add(timeout))
+    }
+
+    /// A send waiting for room until `until` (`None`: forever).
+    fn send_ticks_until(
+        &self,
+        item: T,
+        deadline: u64,
+        until: Option<Instant>,
+    ) -> Result<Key, SendTimeoutError<T>> {
+        match self.send_ticks(item, deadline, Wait::Until(until)) {
             Ok(k) => Ok(k),
             Err(SendFail::Full(t) | SendFail::Timeout(t)) => Err(SendTimeoutError::Timeout(t)),
             Err(SendFail::Disconnected(t)) => Err(SendTimeoutError::Disconnected(t)),
         }
     }
 
-    /// Removes a pending item and returns it: `Some(item)` if it had not been
-    /// delivered yet, `None` if it was delivered (handed to the consumers' ring
-    /// once due), cancelled or taken before, if `key` belongs to another queue, or
-    /// if the queue is disconnected. Waits for the enqueue proxy to answer (it
-    /// applies commands in order, so a `cancel` never overtakes its own `send`).
+    /// Sends `item` due `delay` from now if that can be done without blocking.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_send_at`](Sender::try_send_at).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let (tx, _rx) = delayq::bounded(1);
+    /// tx.try_send_after('a', Duration::from_secs(60)).unwrap();
+    /// assert!(tx.try_send_after('b', Duration::ZERO).unwrap_err().is_full());
+    /// ```
+    pub fn try_send_after(&self, item: T, delay: Duration) -> Result<Key, TrySendError<T>> {
+        let d = Ticks::after(self.chan.shared.now_ticks(), delay);
+        self.try_send_ticks(item, d)
+    }
+
+    /// Sends `item` due `delay` from now, waiting at most `timeout` (by the
+    /// queue's clock) for room in a bounded queue. A timeout too large for
+    /// `Instant` waits forever.
+    ///
+    /// # Errors
+    ///
+    /// As [`send_at_timeout`](Sender::send_at_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let (tx, _rx) = delayq::bounded(1);
+    /// tx.send_after_timeout('a', Duration::from_secs(60), Duration::ZERO).unwrap();
+    /// let e = tx.send_after_timeout('b', Duration::ZERO, Duration::from_millis(5)).unwrap_err();
+    /// assert!(e.is_timeout());
+    /// ```
+    pub fn send_after_timeout(
+        &self,
+        item: T,
+        delay: Duration,
+        timeout: Duration,
+    ) -> Result<Key, SendTimeoutError<T>> {
+        let s = &self.chan.shared;
+        let d = Ticks::after(s.now_ticks(), delay);
+        self.send_ticks_until(item, d, s.clock.now().checked_add(timeout))
+    }
+
+    /// Sends `item` due at `at`, waiting until `deadline` (by the queue's clock)
+    /// for room in a bounded queue: crossbeam-channel's `send_deadline`.
+    ///
+    /// # Errors
+    ///
+    /// [`SendTimeoutError::Timeout`] if no room appeared by `deadline`;
+    /// [`SendTimeoutError::Disconnected`] as for [`send_at`](Sender::send_at).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (tx, rx) = delayq::bounded(1);
+    /// let now = Instant::now();
+    /// tx.send_at_deadline(1, now, now + Duration::from_secs(1)).unwrap();
+    /// let e = tx.send_at_deadline(2, now, Instant::now() + Duration::from_millis(5)).unwrap_err();
+    /// assert_eq!(e.into_inner(), 2);
+    /// assert_eq!(rx.recv(), Ok(1));
+    /// ```
+    pub fn send_at_deadline(
+        &self,
+        item: T,
+        at: Instant,
+        deadline: Instant,
+    ) -> Result<Key, SendTimeoutError<T>> {
+        let d = self.chan.shared.deadline_ticks(at);
+        self.send_ticks_until(item, d, Some(deadline))
+    }
+
+    /// Moves a pending item to `delay` from now: [`reschedule`](Sender::reschedule)
+    /// with a relative deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::{Builder, MockClock};
+    /// use std::time::Duration;
+    ///
+    /// let clock = MockClock::new();
+    /// let (tx, rx) = Builder::new().clock(clock.clone()).build().unwrap();
+    /// let key = tx.send_after("x", Duration::from_secs(60)).unwrap();
+    /// assert!(tx.reschedule_after(key, Duration::from_secs(1)));
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(rx.try_recv(), Ok("x"));
+    /// ```
+    pub fn reschedule_after(&self, key: Key, delay: Duration) -> bool {
+        let s = &self.chan.shared;
+        self.reschedule_ticks(key, Ticks::after(s.now_ticks(), delay))
+    }
+
+    /// Removes an item that is not due yet and returns it; an item already due —
+    /// moved to the consumers' ring, whether or not anyone has received it — can
+    /// no longer be cancelled: it counts as delivered, and `cancel` returns `None`.
+    ///
+    /// Also `None` if it was cancelled or taken before, if `key` belongs to another
+    /// queue, or if the queue is disconnected. Waits for the enqueue proxy to answer
+    /// (it applies commands in order, so a `cancel` never overtakes its own `send`).
+    /// Why due items are final: consumers take them from a lock-free ring without
+    /// asking the proxies, so taking one back would need a per-entry state that
+    /// every receive checks; [`Receiver::recv_entry`](crate::Receiver::recv_entry)
+    /// tells a consumer the key of what it got, to settle a cancel/deliver race.
     ///
     /// # Examples
     ///
@@ -263,17 +392,19 @@ impl<T: Send + 'static> Sender<T> {
     /// assert!(!tx.reschedule(key, Instant::now()));
     /// ```
     pub fn reschedule(&self, key: Key, deadline: Instant) -> bool {
+        self.reschedule_ticks(key, self.chan.shared.deadline_ticks(deadline))
+    }
+
+    pub(crate) fn reschedule_ticks(&self, key: Key, deadline: u64) -> bool {
         let s = &self.chan.shared;
         if key.queue != s.id {
             return false;
         }
         let (answer, reply) = oneshot::pair();
-        let cmd = Cmd::Reschedule { key: key.seq, deadline: s.deadline_ticks(deadline), answer };
+        let cmd = Cmd::Reschedule { key: key.seq, deadline, answer };
         s.command(cmd) && reply.wait().unwrap_or(false)
     }
-}
 
-impl<T> Sender<T> {
     /// Items sent and not yet received, cancelled or taken (exact once `send`
     /// returns, whether or not they are due).
     pub fn len(&self) -> usize {

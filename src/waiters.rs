@@ -15,6 +15,8 @@ use crate::clock::Clock;
 use crate::sync::{fence, lock, AtomicUsize, Mutex, Ordering, Parker, Unparker};
 use std::collections::VecDeque;
 use std::sync::Arc;
+#[cfg(feature = "async")]
+use std::task::{Context, Poll};
 use std::task::{Wake, Waker};
 use std::time::Instant;
 
@@ -100,6 +102,65 @@ impl Waiters {
     #[cfg(all(test, not(delayq_loom)))]
     pub(crate) fn len(&self) -> usize {
         self.len.load(Ordering::SeqCst)
+    }
+}
+
+/// A future's place in a waiter list, between its polls.
+///
+/// A poll tries, registers the task's waker, and tries again (the re-check that
+/// prevents the lost wakeup, as in `block_on`). A future dropped while registered
+/// leaves the list, and if a notifier had already taken its entry — a wakeup
+/// meant for it that it will never use — passes the notification on to the next
+/// waiter (async-channel's rule; without it a dropped future can strand an item
+/// that another waiting task should get).
+#[cfg(feature = "async")]
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    ticket: Option<Ticket>,
+}
+
+#[cfg(feature = "async")]
+impl Slot {
+    /// One poll of a future waiting in `list` until `attempt` returns `Some`.
+    pub(crate) fn poll<R>(
+        &mut self,
+        list: &Waiters,
+        cx: &mut Context<'_>,
+        mut attempt: impl FnMut() -> Option<R>,
+    ) -> Poll<R> {
+        // Leave the list first: a notification we got is used by this attempt
+        // (if the attempt fails, what we were woken for was taken by another).
+        if let Some(t) = self.ticket.take() {
+            list.unregister(t);
+        }
+        if let Some(r) = attempt() {
+            return Poll::Ready(r);
+        }
+        let t = list.register(cx.waker());
+        if let Some(r) = attempt() {
+            if !list.unregister(t) {
+                // Woken meanwhile for something the re-check did not take: pass it on.
+                list.notify(1);
+            }
+            return Poll::Ready(r);
+        }
+        self.ticket = Some(t);
+        Poll::Pending
+    }
+
+    /// The future is dropped (or done with the list): leave it, passing on a
+    /// notification taken for us and not used.
+    pub(crate) fn leave(&mut self, list: &Waiters) {
+        if let Some(t) = self.ticket.take() {
+            #[cfg(not(delayq_bug_async_drop_no_pass_on))]
+            if !list.unregister(t) {
+                list.notify(1);
+            }
+            // Planted bug for the loom suite: leave without passing a
+            // notification on.
+            #[cfg(delayq_bug_async_drop_no_pass_on)]
+            list.unregister(t);
+        }
     }
 }
 

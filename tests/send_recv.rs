@@ -426,7 +426,7 @@ struct NoDebug;
 fn send_errors_display_debug_into_inner_and_predicates() {
     let e = SendError(NoDebug);
     assert_eq!(format!("{e:?}"), "SendError { .. }");
-    assert_eq!(e.to_string(), "sending on a disconnected delay queue");
+    assert_eq!(e.to_string(), "sending on a closed delay queue");
     assert!(matches!(SendError(7).into_inner(), 7));
 
     let full: TrySendError<NoDebug> = TrySendError::Full(NoDebug);
@@ -434,7 +434,7 @@ fn send_errors_display_debug_into_inner_and_predicates() {
     assert_eq!(format!("{full:?}"), "Full(..)");
     assert_eq!(format!("{disc:?}"), "Disconnected(..)");
     assert_eq!(full.to_string(), "sending on a full delay queue");
-    assert_eq!(disc.to_string(), "sending on a disconnected delay queue");
+    assert_eq!(disc.to_string(), "sending on a closed delay queue");
     assert!(full.is_full() && !full.is_disconnected());
     assert!(disc.is_disconnected() && !disc.is_full());
     assert_eq!(TrySendError::Full(3).into_inner(), 3);
@@ -445,7 +445,7 @@ fn send_errors_display_debug_into_inner_and_predicates() {
     assert_eq!(format!("{to:?}"), "Timeout(..)");
     assert_eq!(format!("{disc:?}"), "Disconnected(..)");
     assert_eq!(to.to_string(), "timed out waiting on a full delay queue");
-    assert_eq!(disc.to_string(), "sending on a disconnected delay queue");
+    assert_eq!(disc.to_string(), "sending on a closed delay queue");
     assert!(to.is_timeout() && !to.is_disconnected());
     assert!(disc.is_disconnected() && !disc.is_timeout());
     assert_eq!(SendTimeoutError::Timeout(5).into_inner(), 5);
@@ -569,4 +569,56 @@ fn handles_debug_show_len_and_capacity() {
     tx.send_after(NoDebug, Duration::from_secs(60)).unwrap();
     assert_eq!(format!("{tx:?}"), "Sender { len: 1, capacity: Some(3) }");
     assert_eq!(format!("{rx:?}"), "Receiver { len: 1, capacity: Some(3) }");
+}
+
+/// Generic code written as for crossbeam-channel: no bounds on `T`.
+fn drain_all<T>(rx: &delayq::Receiver<T>) -> Vec<T> {
+    rx.try_iter().collect()
+}
+
+fn len_of<T>(tx: &delayq::Sender<T>) -> usize {
+    tx.len()
+}
+
+#[test]
+fn handle_methods_need_no_bounds_on_t() {
+    let (tx, rx) = delayq::unbounded::<u8>();
+    tx.send_after(1, Duration::ZERO).unwrap();
+    assert_eq!(len_of(&tx), 1);
+    let got = loop {
+        let got = drain_all(&rx);
+        if !got.is_empty() {
+            break got;
+        }
+        std::thread::yield_now();
+    };
+    assert_eq!(got, [1]);
+}
+
+#[test]
+fn relative_sends_and_reschedules() {
+    let (clock, tx, rx) = mock::<&str>();
+    let k = tx.try_send_after("a", ms(10)).unwrap();
+    tx.send_after_timeout("b", ms(20), Duration::ZERO).unwrap();
+    assert!(tx.reschedule_after(k, ms(30)));
+    clock.advance(ms(20));
+    assert_eq!(rx.try_recv(), Ok("b"));
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    clock.advance(ms(10));
+    let e = rx.try_recv_entry().unwrap();
+    assert_eq!((e.key(), e.into_inner()), (k, "a"));
+    assert!(!tx.reschedule_after(k, ms(1)), "delivered: nothing to move");
+    // send_at_deadline waits for room until its deadline (mock time here).
+    let (clock, tx, _rx) = {
+        let clock = MockClock::new();
+        let (tx, rx) = Builder::new().capacity(1).clock(clock.clone()).build::<u8>().unwrap();
+        (clock, tx, rx)
+    };
+    tx.send_at_deadline(1, clock.now(), clock.now()).unwrap();
+    let e = tx.send_at_deadline(2, clock.now(), clock.now()).unwrap_err();
+    assert!(e.is_timeout());
+    assert_eq!(e.into_inner(), 2);
+    // After close, sends say "closed".
+    _rx.close();
+    assert_eq!(tx.send_after(3, ms(1)).unwrap_err().to_string(), "sending on a closed delay queue");
 }

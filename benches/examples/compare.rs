@@ -49,7 +49,7 @@ OPTIONS:
                       target/bench-quick unless --out is given
   --n N               items per matrix run (default 2000000)
   --repeats R         repeats of every run; the median-throughput one is kept (default 3)
-  --impls a,b,...     subset of: delayq,delayq-bounded,delayq-batch,std-heap,pl-heap,tokio-dq,skiplist,channel
+  --impls a,b,...     subset of: delayq,delayq-bounded,delayq-batch,delayq-async,std-heap,pl-heap,tokio-dq,skiplist,channel
   --threads 1,4,16    producers = consumers per side (default 1,4,16)
   --delays 0,1,10     D values in ms (default 0,1,10)
   --paced-secs S      length of the paced run (default 3; 0 skips it)

@@ -63,6 +63,43 @@ pub fn take_pending_wakes_a_proxy_waiting_for_room() {
     assert_eq!(rx.len(), 0);
 }
 
+/// The async scenario of `tests/loom_async.rs`, shared with
+/// `tests/loom_planted_bug.rs`: a future's waker registration racing a delivery
+/// and the future's drop.
+///
+/// Future A registers (polled once), a task B waits in `recv_async` on another
+/// thread, an item due at once is sent, and A is dropped — possibly after the
+/// dequeue proxy's notification went to A, the older waiter. A must pass that
+/// wakeup on, or B sleeps forever (loom: deadlock). No clock step: a step wakes
+/// every waiter and would hide the loss.
+pub fn dropped_future_passes_its_wakeup_on() {
+    use delayq::{Builder, MockClock};
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Wake, Waker};
+
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    let clock = MockClock::new();
+    let (tx, rx) =
+        Builder::new().ingress_slots(2).egress_slots(2).clock(clock.clone()).build::<u32>().unwrap();
+    let mut a = rx.recv_async();
+    let noop = Waker::from(Arc::new(Noop));
+    assert!(Pin::new(&mut a).poll(&mut Context::from_waker(&noop)).is_pending());
+    let b = {
+        let rx = rx.clone();
+        // `doc_block_on` parks through the crate's `sync` facade: a loom park here.
+        loom::thread::spawn(move || delayq::doc_block_on(rx.recv_async()))
+    };
+    tx.send_at(1, clock.now()).unwrap();
+    drop(a);
+    assert_eq!(b.join().unwrap(), Ok(1));
+    assert_eq!(rx.len(), 0);
+}
+
 /// Records which [`Tracked`] items were dropped, to check "dropped exactly once"
 /// across every shutdown path. A plain `std` mutex: loom runs one thread at a
 /// time and never switches inside this bookkeeping, so it adds no interleavings.

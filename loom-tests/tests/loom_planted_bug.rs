@@ -8,6 +8,9 @@
 //! - `--cfg delayq_bug_take_pending_no_ring`: `take_pending` empties the egress
 //!   ring without ringing the dequeue proxy's bell (see `src/enqueue.rs`;
 //!   reliability defect 4). The model of `loom_take_pending.rs` must fail.
+//! - `--cfg delayq_bug_async_drop_no_pass_on`: a dropped async receive leaves
+//!   the waiter list without passing on a wakeup meant for it (see
+//!   `src/waiters.rs`). The model of `loom_async.rs` must fail.
 //!
 //! A loom failure cannot be caught in-process (its deadlock panic unwinds through
 //! the queue's destructors, which call loom again: the process aborts), so the
@@ -18,7 +21,10 @@
 //! RUSTFLAGS="--cfg delayq_loom --cfg delayq_bug_lost_wakeup" CARGO_TARGET_DIR=target/loom-bug \
 //!     cargo test -p loom-tests --release --test loom_planted_bug
 //! ```
-#![cfg(all(delayq_loom, any(delayq_bug_lost_wakeup, delayq_bug_take_pending_no_ring)))]
+#![cfg(all(
+    delayq_loom,
+    any(delayq_bug_lost_wakeup, delayq_bug_take_pending_no_ring, delayq_bug_async_drop_no_pass_on)
+))]
 
 use loom_tests::model;
 use std::process::Command;
@@ -36,6 +42,11 @@ fn planted() -> (&'static str, fn()) {
         "take_pending leaving the proxy asleep",
         loom_tests::take_pending_wakes_a_proxy_waiting_for_room,
     );
+    #[cfg(all(
+        delayq_bug_async_drop_no_pass_on,
+        not(any(delayq_bug_lost_wakeup, delayq_bug_take_pending_no_ring))
+    ))]
+    return ("a dropped future keeping its wakeup", loom_tests::dropped_future_passes_its_wakeup_on);
 }
 
 #[test]

@@ -624,6 +624,42 @@ impl Scheduler {
         self.inner().schedule(Some(first), Task::Every(Box::new(f)), Some((interval, missed)))
     }
 
+    /// As [`schedule_every`](Scheduler::schedule_every), with the first run
+    /// `first_delay` from now (by the scheduler's clock) instead of at an
+    /// `Instant`. A delay too large for `Instant` never runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::{MissedTicks, Scheduler};
+    /// use delayq::MockClock;
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let clock = MockClock::new();
+    /// let s = Scheduler::builder().threads(1).clock(clock.clone()).build().unwrap();
+    /// let (tx, rx) = mpsc::channel();
+    /// let secs = Duration::from_secs;
+    /// s.schedule_every_after(secs(2), secs(1), MissedTicks::Skip, move || tx.send(()).unwrap());
+    /// clock.advance(secs(1));
+    /// assert!(rx.try_recv().is_err()); // the first run is 2 s out
+    /// clock.advance(secs(1));
+    /// rx.recv().unwrap();
+    /// ```
+    pub fn schedule_every_after(
+        &self,
+        first_delay: Duration,
+        interval: Duration,
+        missed: MissedTicks,
+        f: impl FnMut() + Send + 'static,
+    ) -> TimerId {
+        let first = self.inner().clock.now().checked_add(first_delay);
+        if interval.is_zero() {
+            return self.inner().schedule(first, Task::Once(Box::new(f)), None);
+        }
+        self.inner().schedule(first, Task::Every(Box::new(f)), Some((interval, missed)))
+    }
+
     /// Cancels a timer: `true` if it was live (pending or running) and now will
     /// not run again; `false` if it had finished, was cancelled before, belongs
     /// to another scheduler, or the scheduler is shut down. A running callback is

@@ -12,6 +12,10 @@
 //! - `tokio-dq`: tokio-util's `DelayQueue` owned by one task on a current-thread
 //!   runtime, fed by a tokio unbounded mpsc, forwarding expired items to the
 //!   consumer threads over a crossbeam channel.
+//! - `delayq-async`: unbounded `delayq` with tokio tasks as its consumers: one
+//!   task per consumer on a current-thread runtime awaits `recv_async` and
+//!   forwards each item to the consumer threads over a crossbeam channel — the
+//!   same shape as `tokio-dq`, so the two compare the async front-ends.
 //! - `skiplist`: crossbeam-skiplist `SkipMap<(Instant, id), Item>` polled by the
 //!   consumers (spin a little, then `yield_now`).
 //! - `channel`: crossbeam-channel `bounded(1024)` with NO delay semantics: the
@@ -28,8 +32,17 @@ use std::time::Instant;
 pub const BOUNDED_CAP: usize = 65_536;
 
 /// Every implementation, in report order.
-pub const ALL: &[&str] =
-    &["delayq", "delayq-bounded", "delayq-batch", "std-heap", "pl-heap", "tokio-dq", "skiplist", "channel"];
+pub const ALL: &[&str] = &[
+    "delayq",
+    "delayq-bounded",
+    "delayq-batch",
+    "delayq-async",
+    "std-heap",
+    "pl-heap",
+    "tokio-dq",
+    "skiplist",
+    "channel",
+];
 
 /// Builds implementation `name` for `p` producers and `c` consumers.
 pub fn build(name: &str, p: usize, c: usize) -> Plumbing {
@@ -45,6 +58,7 @@ pub fn build(name: &str, p: usize, c: usize) -> Plumbing {
         "std-heap" => heap_plumbing(Arc::new(std_heap::HeapQueue::new()), p, c),
         "pl-heap" => heap_plumbing(Arc::new(pl_heap::HeapQueue::new()), p, c),
         "tokio-dq" => tokio_plumbing(p, c),
+        "delayq-async" => delayq_async_plumbing(p, c),
         "skiplist" => skiplist_plumbing(p, c),
         "channel" => channel_plumbing(p, c),
         other => panic!("unknown implementation {other:?}; known: {}", ALL.join(", ")),
@@ -273,6 +287,60 @@ fn heap_plumbing<Q: HeapLike>(q: Arc<Q>, p: usize, c: usize) -> Plumbing {
         receivers,
         on_producers_done: Box::new(move || q.close()),
         on_finish: Box::new(|| {}),
+    }
+}
+
+fn delayq_async_plumbing(p: usize, c: usize) -> Plumbing {
+    let (tx, rx) = delayq::unbounded::<Item>();
+    let (fwd, out) = crossbeam_channel::unbounded::<Item>();
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    let driver = std::thread::Builder::new()
+        .name("delayq-async".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().build().expect("tokio runtime");
+            rt.block_on(async move {
+                let tasks: Vec<_> = (0..c)
+                    .map(|_| {
+                        let (rx, fwd) = (rx.clone(), fwd.clone());
+                        tokio::spawn(async move {
+                            while let Ok(it) = rx.recv_async().await {
+                                let _ = fwd.send(it);
+                            }
+                        })
+                    })
+                    .collect();
+                drop((rx, fwd));
+                for t in tasks {
+                    let _ = t.await;
+                }
+            });
+            let _ = stop_rx.recv();
+        })
+        .expect("spawn delayq-async driver");
+    let senders = (0..p)
+        .map(|_| {
+            let tx = tx.clone();
+            Box::new(move |it: Item| {
+                tx.send_at(it, it.deadline).expect("delayq: send failed while receivers live");
+            }) as SendFn
+        })
+        .collect();
+    drop(tx);
+    let receivers = (0..c)
+        .map(|_| {
+            let out = out.clone();
+            Box::new(move || out.recv().ok()) as RecvFn
+        })
+        .collect();
+    drop(out);
+    Plumbing {
+        senders,
+        receivers,
+        on_producers_done: Box::new(|| {}),
+        on_finish: Box::new(move || {
+            drop(stop_tx);
+            let _ = driver.join();
+        }),
     }
 }
 
