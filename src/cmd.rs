@@ -16,6 +16,10 @@ pub(crate) enum Cmd<T> {
         key: u64,
         answer: Answer<Option<T>>,
     },
+    /// A cancel nobody waits for: the item, if pending, is dropped on the proxy.
+    Discard {
+        key: u64,
+    },
     Reschedule {
         key: u64,
         deadline: u64,

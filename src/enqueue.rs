@@ -68,6 +68,8 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
 
 fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>) {
     let mut released = 0;
+    // Items of `discard`s: dropped once the lock is released.
+    let mut discarded = Vec::new();
     // The earliest deadline this batch adds: only it can move the head earlier.
     let mut earliest = None::<u64>;
     // Whether this batch took items out of the egress ring.
@@ -84,6 +86,12 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                     let item = t.index.cancel(key).map(|(_, item)| item);
                     released += usize::from(item.is_some());
                     done.push(Done::Item(answer, item));
+                }
+                Cmd::Discard { key } => {
+                    if let Some((_, item)) = t.index.cancel(key) {
+                        released += 1;
+                        discarded.push(item);
+                    }
                 }
                 Cmd::Reschedule { key, deadline, answer } => {
                     let moved = t.index.reschedule(key, deadline);
@@ -136,6 +144,8 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
     for d in done.drain(..) {
         d.send();
     }
+    // On a proxy thread: a panicking `Drop` must not kill it.
+    drop_contained(discarded);
 }
 
 /// The last receiver is gone: answer what is queued, drop every pending item.
@@ -154,6 +164,12 @@ fn wind_down<T>(shared: &Shared<T>) {
                     let item = t.index.cancel(key).map(|(_, item)| item);
                     released += usize::from(item.is_some());
                     done.push(Done::Item(answer, item));
+                }
+                Cmd::Discard { key } => {
+                    if let Some((_, item)) = t.index.cancel(key) {
+                        released += 1;
+                        dropped.push(item);
+                    }
                 }
                 // Nothing will be delivered any more: there is nothing to move.
                 Cmd::Reschedule { answer, .. } => done.push(Done::Flag(answer, false)),

@@ -375,6 +375,37 @@ impl<T> Sender<T> {
         reply.wait().flatten()
     }
 
+    /// Cancels without waiting: like [`cancel`](Sender::cancel), but returns at
+    /// once, without the item. If the item is still pending when the enqueue
+    /// proxy reaches this command, it is removed and dropped there (a panic in
+    /// its `Drop` is contained); if it is already due, nothing happens. Commands
+    /// apply in the order this thread issued them, so a `discard` never
+    /// overtakes its own `send`, and a `recv` can still return the item until
+    /// the proxy has applied it (so can `len` count it).
+    ///
+    /// For a caller that cancels often and does not need the item back (a
+    /// timer it no longer wants): `cancel` waits for the proxy's answer, a
+    /// round trip between threads; `discard` costs one command.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let (tx, rx) = delayq::unbounded();
+    /// let key = tx.send_after("stale timer", Duration::from_millis(20)).unwrap();
+    /// tx.send_after("live timer", Duration::from_millis(30)).unwrap();
+    /// tx.discard(key);
+    /// assert_eq!(rx.recv(), Ok("live timer"));
+    /// assert_eq!(rx.len(), 0);
+    /// ```
+    pub fn discard(&self, key: Key) {
+        let s = &self.chan.shared;
+        if key.queue == s.id {
+            s.command(Cmd::Discard { key: key.seq });
+        }
+    }
+
     /// Moves a pending item to a new deadline. `true` if it was pending; `false`
     /// if it was delivered, cancelled, taken, unknown to this queue, or the queue
     /// is disconnected. The key stays valid, and so does its rank among equal

@@ -285,3 +285,46 @@ fn reschedule_racing_delivery_never_delivers_early_or_twice() {
         assert!(when >= due, "item {i} received {:?} before its deadline", due - when);
     }
 }
+
+#[test]
+fn discard_removes_a_pending_item_without_waiting_and_it_is_never_delivered() {
+    let (clock, tx, rx) = mock::<&str>();
+    let a = tx.send_after("a", ms(10)).unwrap();
+    tx.send_after("b", ms(10)).unwrap();
+    tx.discard(a);
+    // A flush: `advance` returns once earlier commands are applied.
+    clock.advance(ms(10));
+    assert_eq!(rx.len(), 1, "the discarded item is released");
+    assert_eq!(rx.try_recv(), Ok("b"));
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    assert_eq!(tx.cancel(a), None, "a discarded key names nothing");
+    tx.discard(a);
+    let (_, other_tx, _other_rx) = mock::<&str>();
+    let foreign = other_tx.send_after("other", ms(1)).unwrap();
+    tx.discard(foreign);
+    assert_eq!(other_tx.len(), 1, "a foreign key touches nothing");
+}
+
+#[test]
+fn discard_of_a_due_item_leaves_it_delivered() {
+    let (clock, tx, rx) = mock::<u32>();
+    let k = tx.send_after(1, ms(5)).unwrap();
+    clock.advance(ms(5));
+    tx.discard(k);
+    clock.advance(ms(1));
+    assert_eq!(rx.try_recv(), Ok(1));
+}
+
+#[test]
+fn a_discarded_item_whose_drop_panics_does_not_kill_the_proxy() {
+    let (clock, tx, rx) = mock::<Bomb>();
+    let k = tx.send_after(Bomb::armed(), ms(5)).unwrap();
+    tx.discard(k);
+    let live = Bomb::armed();
+    let flag = live.0.clone();
+    tx.send_after(live, ms(5)).unwrap();
+    clock.advance(ms(5));
+    let got = rx.try_recv().expect("the proxy survived the panic and delivered");
+    assert!(std::sync::Arc::ptr_eq(&got.0, &flag));
+    got.disarm();
+}

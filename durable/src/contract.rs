@@ -1,0 +1,111 @@
+//! [`JobQueue`]: the durable-jobs contract, one trait for every backend, so that
+//! code switches backend by changing how the queue is opened.
+
+use std::time::{Duration, SystemTime};
+
+use crate::error::DurableError;
+use crate::job::{Job, JobId, Stats};
+use crate::queue::DurableQueue;
+
+/// Durable delayed jobs, at least once: a job is stored before `send_*`
+/// returns `Ok`, handed out by `reserve` with a lease, deleted only by `ack`
+/// with that lease's token, and due again (as its next attempt) when the lease
+/// ends without an ack; after `max_attempts` failed deliveries it is dead.
+///
+/// Implemented by [`DurableQueue`] (an embedded file) and, with the `redis`
+/// feature, by `RedisQueue` (a Redis server). The methods mean the same on
+/// both, and each type has the same methods inherently (so the trait need
+/// not be imported to use one backend).
+///
+/// ```
+/// use std::time::Duration;
+/// use delayq_durable::{DurableQueue, JobQueue};
+///
+/// fn drain_one(q: &impl JobQueue) -> Result<Option<Vec<u8>>, delayq_durable::DurableError> {
+///     let Some(job) = q.reserve_timeout(Duration::from_secs(30), Duration::from_secs(1))? else {
+///         return Ok(None);
+///     };
+///     q.ack(&job)?;
+///     Ok(Some(job.payload().to_vec()))
+/// }
+/// # let dir = std::env::temp_dir().join(format!("delayq-doc-contract-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// let q = DurableQueue::open(dir.join("contract.redb")).unwrap();
+/// JobQueue::send_after(&q, b"x", Duration::ZERO).unwrap();
+/// assert_eq!(drain_one(&q).unwrap(), Some(b"x".to_vec()));
+/// # drop(q); std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+pub trait JobQueue: Send + Sync {
+    /// Stores a job due at `at` (wall clock; the server's for Redis).
+    fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError>;
+    /// Stores a job due `delay` from now (by the queue's clock).
+    fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError>;
+    /// Stores several jobs at once, all or none.
+    fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError>;
+    /// Blocks until a job is due; leases it to the caller.
+    fn reserve(&self, lease: Duration) -> Result<Job, DurableError>;
+    /// As `reserve`, `Ok(None)` after `timeout`.
+    fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError>;
+    /// Deletes a job the caller holds the lease of; `Ok(false)` if the lease is not the caller's any more.
+    fn ack(&self, job: &Job) -> Result<bool, DurableError>;
+    /// Retries the job at `retry_at`, or moves it to the dead set after its last attempt.
+    fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError>;
+    /// Extends the caller's lease to `lease` from now.
+    fn extend(&self, job: &Job, lease: Duration) -> Result<bool, DurableError>;
+    /// Deletes a job in any state; `Ok(false)` if there is none.
+    fn cancel(&self, id: JobId) -> Result<bool, DurableError>;
+    /// Pending plus leased jobs.
+    fn len(&self) -> Result<u64, DurableError>;
+    /// Whether `len` is zero.
+    fn is_empty(&self) -> Result<bool, DurableError> {
+        Ok(self.len()? == 0)
+    }
+    /// Jobs by state.
+    fn stats(&self) -> Result<Stats, DurableError>;
+    /// Up to `limit` dead jobs.
+    fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError>;
+    /// Moves a dead job back to pending, due at `at`.
+    fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError>;
+}
+
+impl JobQueue for DurableQueue {
+    fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        DurableQueue::send_at(self, payload, at)
+    }
+    fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
+        DurableQueue::send_after(self, payload, delay)
+    }
+    fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
+        DurableQueue::send_many(self, jobs)
+    }
+    fn reserve(&self, lease: Duration) -> Result<Job, DurableError> {
+        DurableQueue::reserve(self, lease)
+    }
+    fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
+        DurableQueue::reserve_timeout(self, lease, timeout)
+    }
+    fn ack(&self, job: &Job) -> Result<bool, DurableError> {
+        DurableQueue::ack(self, job)
+    }
+    fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
+        DurableQueue::nack(self, job, retry_at)
+    }
+    fn extend(&self, job: &Job, lease: Duration) -> Result<bool, DurableError> {
+        DurableQueue::extend(self, job, lease)
+    }
+    fn cancel(&self, id: JobId) -> Result<bool, DurableError> {
+        DurableQueue::cancel(self, id)
+    }
+    fn len(&self) -> Result<u64, DurableError> {
+        DurableQueue::len(self)
+    }
+    fn stats(&self) -> Result<Stats, DurableError> {
+        Ok(DurableQueue::stats(self))
+    }
+    fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
+        DurableQueue::dead_jobs(self, limit)
+    }
+    fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
+        DurableQueue::requeue_dead(self, id, at)
+    }
+}

@@ -1,0 +1,121 @@
+//! What the queues hand out: a job's id, its payload, its deadline, which
+//! delivery this is, and the lease that proves the holder may ack it.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::DurableError;
+
+/// A job's id: unique within one queue (database file or Redis queue name) for
+/// the queue's whole life, never reused.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct JobId(pub u64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "job {}", self.0)
+    }
+}
+
+/// A job handed out by `reserve` (leased to the caller) or listed from the dead
+/// set (leased to no one).
+///
+/// The lease token inside it is what [`ack`](crate::JobQueue::ack),
+/// [`nack`](crate::JobQueue::nack) and [`extend`](crate::JobQueue::extend)
+/// check: once the lease has expired *and* the job was handed to someone else,
+/// this `Job` no longer matches and those calls return `Ok(false)`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Job {
+    pub(crate) id: JobId,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) deadline: u64,
+    pub(crate) attempt: u32,
+    pub(crate) token: u64,
+    pub(crate) lease_until: u64,
+}
+
+impl Job {
+    /// The job's id.
+    pub fn id(&self) -> JobId {
+        self.id
+    }
+
+    /// The bytes it was sent with.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// Takes the payload out.
+    pub fn into_payload(self) -> Vec<u8> {
+        self.payload
+    }
+
+    /// The deadline it was due at: the one it was sent with, or the `retry_at`
+    /// of the last [`nack`](crate::JobQueue::nack). A redelivery after a lease
+    /// expired keeps the deadline it was first due at.
+    pub fn deadline(&self) -> SystemTime {
+        from_nanos(self.deadline)
+    }
+
+    /// Which delivery this is: 1 the first time, more on each redelivery (after
+    /// a nack, an expired lease, or a crash while it was leased). A job never
+    /// reaches a consumer twice with the same attempt number, so `attempt() > 1`
+    /// is how a redelivery declares itself.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// When the lease ends, if this job is leased (`None` for a dead job).
+    /// After this instant the queue may hand the job to another consumer.
+    pub fn lease_deadline(&self) -> Option<SystemTime> {
+        (self.token != 0).then(|| from_nanos(self.lease_until))
+    }
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("id", &self.id.0)
+            .field("payload_len", &self.payload.len())
+            .field("deadline", &self.deadline())
+            .field("attempt", &self.attempt)
+            .field("leased", &(self.token != 0))
+            .finish()
+    }
+}
+
+/// How many jobs a queue holds, by state.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Stats {
+    /// Waiting for their deadline, or due and not yet reserved.
+    pub pending: u64,
+    /// Handed out and neither acked nor expired (an expired lease counts here
+    /// until a consumer takes the job again).
+    pub leased: u64,
+    /// Moved to the dead set after `max_attempts` deliveries.
+    pub dead: u64,
+}
+
+/// `at` as nanoseconds since the Unix epoch; a time before the epoch is 0 (due
+/// at once), one past the last representable nanosecond is an error.
+pub(crate) fn to_nanos(at: SystemTime) -> Result<u64, DurableError> {
+    match at.duration_since(UNIX_EPOCH) {
+        Ok(d) => u64::try_from(d.as_nanos()).map_err(|_| DurableError::DeadlineOutOfRange),
+        Err(_) => Ok(0),
+    }
+}
+
+pub(crate) fn from_nanos(nanos: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(nanos)
+}
+
+/// Wall-clock now in nanoseconds (a clock before 1970 reads as 0).
+pub(crate) fn now_nanos() -> u64 {
+    to_nanos(SystemTime::now()).unwrap_or(u64::MAX)
+}
+
+/// `now + delay` in nanoseconds, or an error past 2554.
+pub(crate) fn after_nanos(delay: Duration) -> Result<u64, DurableError> {
+    let at = SystemTime::now().checked_add(delay).ok_or(DurableError::DeadlineOutOfRange)?;
+    to_nanos(at)
+}

@@ -1,0 +1,85 @@
+//! `delayq-durable`: delayed jobs that survive a crash, delivered at least once.
+//!
+//! In-memory timers vanish when the process dies. Here a job is stored before
+//! the producer is told "sent", handed out with a lease, deleted only on
+//! acknowledgement, and due again when a lease expires — the contract the job
+//! systems converge on (Beanstalkd's reserved-with-TTR jobs, Sidekiq's
+//! scheduled set, Faktory's retries and dead set, Oban's and River's rescue of
+//! orphaned jobs).
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use delayq_durable::DurableQueue;
+//!
+//! # let dir = std::env::temp_dir().join(format!("delayq-doc-lib-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! let q = DurableQueue::builder().max_attempts(3).open(dir.join("jobs.redb")).unwrap();
+//! q.send_after(b"charge order 12", Duration::from_millis(10)).unwrap();
+//!
+//! let job = q.reserve(Duration::from_secs(30)).unwrap();
+//! assert_eq!(job.attempt(), 1);
+//! // The charge failed: retry in 5 ms (a worker would back off exponentially).
+//! q.nack(&job, SystemTime::now() + Duration::from_millis(5)).unwrap();
+//! let job = q.reserve(Duration::from_secs(30)).unwrap();
+//! assert_eq!(job.attempt(), 2); // a redelivery says so
+//! assert!(q.ack(&job).unwrap());
+//! # drop(q); std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+//!
+//! # Backends
+//!
+//! | type | where the jobs live | for |
+//! | --- | --- | --- |
+//! | [`DurableQueue`] | one [redb] file (pure Rust, ACID, copy-on-write B-tree) | one process; no server to run (the default) |
+//!
+//! Both implement [`JobQueue`], the contract; [`Typed`] (feature `serde`, on by
+//! default) carries any `Serialize + DeserializeOwned` payload as JSON over
+//! either.
+//!
+//! # Timing
+//!
+//! Deadlines are wall-clock ([`SystemTime`](std::time::SystemTime)): an
+//! `Instant` means nothing after a restart. The embedded queue keeps an
+//! in-memory `delayq` queue of timers — each pending job's deadline and each
+//! leased job's lease end — rebuilt from the file on open, so `reserve` wakes
+//! at the deadline, with no polling and no periodic tick, and checks the wall
+//! clock before handing a job out: never early by the wall clock.
+//!
+//! # Durability and throughput
+//!
+//! By default every call returns after its change is fsync'd. One writer
+//! thread gathers every change waiting (sends, leases, acks, …) into one
+//! transaction and one fsync (group commit), so concurrent callers share the
+//! cost; `send_many`, `reserve_many` and `ack_many` put a whole batch in one
+//! change. [`Durability::Window`] trades the last few milliseconds of changes
+//! on a crash for fewer fsyncs, as Beanstalkd's `-f`.
+//!
+//! # Why a package of its own
+//!
+//! `delayq` (the core) stays small: one dependency and Rust 1.75. This package
+//! adds redb (which needs Rust 1.90) and serde, and builds on the core's public
+//! API only.
+//!
+//! [redb]: https://www.redb.org
+
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
+#![forbid(unsafe_code)]
+
+mod builder;
+mod contract;
+mod error;
+mod job;
+mod queue;
+mod record;
+mod reply;
+#[cfg(feature = "serde")]
+mod typed;
+mod writer;
+
+pub use crate::builder::{Builder, Durability};
+pub use crate::contract::JobQueue;
+pub use crate::error::DurableError;
+pub use crate::job::{Job, JobId, Stats};
+pub use crate::queue::{CommitStats, DurableQueue};
+#[cfg(feature = "serde")]
+pub use crate::typed::{Typed, TypedJob};

@@ -1,0 +1,568 @@
+//! [`DurableQueue`]: durable delayed jobs in one redb file.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use redb::{Database, ReadableTable};
+
+use crate::builder::Builder;
+use crate::error::DurableError;
+use crate::job::{after_nanos, now_nanos, to_nanos, Job, JobId, Stats};
+use crate::record::{Record, State};
+
+use crate::reply::reply;
+use crate::writer::{self, storage_error, Counters, Mailbox, Op, Timer, Writer, JOBS, META};
+
+/// Durable delayed jobs in one embedded database file ([redb]): a job is on
+/// disk before `send_*` returns, handed out with a lease by `reserve`, deleted
+/// by `ack`, and due again if its lease runs out — the contract of Beanstalkd,
+/// Sidekiq, Faktory and River, with no server to run.
+///
+/// ```
+/// use std::time::Duration;
+/// use delayq_durable::DurableQueue;
+///
+/// let dir = std::env::temp_dir().join(format!("delayq-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let path = dir.join("queue-doc.redb");
+/// # let _ = std::fs::remove_file(&path);
+/// let q = DurableQueue::open(&path).unwrap();
+/// let id = q.send_after(b"resize image 7", Duration::from_millis(20)).unwrap();
+///
+/// let job = q.reserve(Duration::from_secs(30)).unwrap(); // blocks until due
+/// assert_eq!((job.id(), job.payload(), job.attempt()), (id, &b"resize image 7"[..], 1));
+/// assert!(q.ack(&job).unwrap());
+/// assert_eq!(q.len().unwrap(), 0);
+/// # drop(q); std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+///
+/// # How it works
+///
+/// - **Storage**: one redb table maps each job id to its record (state,
+///   deadline, attempt, lease); ids grow, so sends append at the B-tree's right
+///   edge and acks delete near its left edge.
+/// - **Group commit**: every change goes to one writer thread, which applies
+///   all the changes waiting in one write transaction and one fsync, then
+///   answers their callers (see [`Durability`](crate::Durability)).
+/// - **Timing** comes from the core: an in-memory `delayq` queue holds one
+///   timer per job — its deadline while pending, its lease end while leased —
+///   rebuilt from the file on open. `reserve` waits on it, so it wakes at the
+///   deadline with no polling loop and no periodic tick, and an idle queue uses
+///   no CPU. A due timer is checked against the record and the wall clock
+///   before the job is leased, so a job is never handed out before its
+///   deadline by the wall clock.
+/// - **Leases**: `reserve` gives the job a fresh lease token; `ack`, `nack`
+///   and `extend` act only with the current token, so a worker whose lease
+///   expired and whose job went to another worker cannot ack it (`Ok(false)`).
+/// - **Attempts**: a delivery is counted on disk before the job is handed out,
+///   so a redelivery after a crash says so (`attempt() > 1`). After
+///   `max_attempts` deliveries a job that fails (nack or lease expiry) moves
+///   to the dead set, where [`dead_jobs`](DurableQueue::dead_jobs) lists it and
+///   [`requeue_dead`](DurableQueue::requeue_dead) brings it back.
+/// - **One process per file**: redb locks the file; a second opener gets
+///   [`DurableError::Locked`]. Share the queue between threads by `Clone`
+///   (it is an `Arc`); share between processes with the Redis backend.
+///
+/// Dropping the last clone stops the writer after it has committed everything
+/// handed to it, and joins it and the timer threads.
+///
+/// [redb]: https://www.redb.org
+#[derive(Clone)]
+pub struct DurableQueue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    mailbox: Arc<Mailbox>,
+    counters: Arc<Counters>,
+    timers: delayq::Receiver<Timer>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    closed: AtomicBool,
+    max_payload: usize,
+}
+
+/// Group-commit figures since the queue was opened.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct CommitStats {
+    /// Write transactions committed (or attempted).
+    pub commits: u64,
+    /// Of those, the ones that were fsync'd.
+    pub durable_commits: u64,
+    /// Changes those commits carried (one per call; a `send_many` is one).
+    pub ops: u64,
+}
+
+impl fmt::Debug for DurableQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DurableQueue").field("path", &self.inner.path).field("stats", &self.stats()).finish()
+    }
+}
+
+impl DurableQueue {
+    /// Opens (creating or recovering) the queue in the file at `path`, with the
+    /// [`Builder`]'s defaults. See [`Builder::open`] for recovery and errors.
+    pub fn open(path: impl AsRef<Path>) -> Result<DurableQueue, DurableError> {
+        Builder::new().open(path)
+    }
+
+    /// Options: `DurableQueue::builder().max_attempts(5).open(path)`.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    pub(crate) fn open_with(options: Builder, path: &Path) -> Result<DurableQueue, DurableError> {
+        let db = panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut b = redb::Builder::new();
+            b.set_check_integrity_on_open(options.verify_on_open);
+            if let Some(bytes) = options.cache_size {
+                b.set_cache_size(bytes);
+            }
+            b.create(path)
+        }))
+        .map_err(|_| DurableError::Corrupt {
+            path: path.to_path_buf(),
+            detail: "the storage engine failed reading it (it panicked)".into(),
+        })?
+        .map_err(|e| storage_error(path, e.into(), "opening"))?;
+        let recovered = panic::catch_unwind(AssertUnwindSafe(|| recover(&db, path))).map_err(|_| {
+            DurableError::Corrupt {
+                path: path.to_path_buf(),
+                detail: "the storage engine failed reading it (it panicked)".into(),
+            }
+        })??;
+
+        let (timers_tx, timers_rx) = delayq::Builder::new()
+            .unbounded()
+            .thread_name_prefix("delayq-durable")
+            .build::<Timer>()
+            .map_err(|e| DurableError::Storage(format!("starting the timer queue: {e}")))?;
+        let counters = Arc::new(Counters::default());
+        counters.pending.store(recovered.counts[State::Pending as usize], Ordering::Relaxed);
+        counters.leased.store(recovered.counts[State::Leased as usize], Ordering::Relaxed);
+        counters.dead.store(recovered.counts[State::Dead as usize], Ordering::Relaxed);
+        let mut keys = HashMap::with_capacity(recovered.timers.len());
+        let now = now_nanos();
+        for (id, gen, due) in recovered.timers {
+            let delay = Duration::from_nanos(due.saturating_sub(now));
+            if let Ok(key) = timers_tx.send_after((id, gen), delay) {
+                keys.insert(id, key);
+            }
+        }
+        let mailbox = Arc::new(Mailbox::default());
+        let writer = Writer {
+            db: Some(db),
+            path: path.to_path_buf(),
+            mailbox: mailbox.clone(),
+            counters: counters.clone(),
+            timers: timers_tx,
+            keys,
+            next_id: recovered.next_id,
+            max_attempts: options.max_attempts,
+            durability: options.durability,
+            expect: 0,
+            last_commit: Duration::ZERO,
+        };
+        let handle = std::thread::Builder::new()
+            .name("delayq-durable-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| DurableError::Io { context: "starting the writer thread".into(), source: e })?;
+        Ok(DurableQueue {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                mailbox,
+                counters,
+                timers: timers_rx,
+                writer: Mutex::new(Some(handle)),
+                closed: AtomicBool::new(false),
+                max_payload: options.max_payload,
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Stores a job due at `at` (wall clock) and returns its id once it is on
+    /// disk. A time in the past is due at once.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::PayloadTooLarge`], [`DurableError::DeadlineOutOfRange`]
+    /// (after 2554), [`DurableError::Closed`], or a storage error — in each case
+    /// nothing was stored.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// # let dir = std::env::temp_dir().join(format!("delayq-doc-send-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let q = delayq_durable::DurableQueue::open(dir.join("send.redb")).unwrap();
+    /// let at = SystemTime::now() + Duration::from_secs(3600);
+    /// let id = q.send_at(b"in an hour", at).unwrap();
+    /// assert_eq!(q.len().unwrap(), 1);
+    /// assert_eq!(q.reserve_timeout(Duration::from_secs(1), Duration::from_millis(10)).unwrap(), None);
+    /// assert!(q.cancel(id).unwrap());
+    /// # drop(q); std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
+    pub fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        let at = to_nanos(at)?;
+        self.send_nanos(vec![(self.checked(payload)?.to_vec(), at)]).map(|ids| ids[0])
+    }
+
+    /// Stores a job due `delay` from now (wall clock); as [`send_at`](Self::send_at).
+    pub fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
+        let at = after_nanos(delay)?;
+        self.send_nanos(vec![(self.checked(payload)?.to_vec(), at)]).map(|ids| ids[0])
+    }
+
+    /// Stores several jobs in one commit, all or none, and returns their ids in
+    /// order. For producers that have a batch at hand, this is the cheapest way
+    /// in: one fsync for the lot, whatever else is going on.
+    pub fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
+        let mut batch = Vec::with_capacity(jobs.len());
+        for (payload, at) in jobs {
+            batch.push((self.checked(payload)?.to_vec(), to_nanos(*at)?));
+        }
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.send_nanos(batch)
+    }
+
+    fn checked<'p>(&self, payload: &'p [u8]) -> Result<&'p [u8], DurableError> {
+        if payload.len() > self.inner.max_payload {
+            return Err(DurableError::PayloadTooLarge { len: payload.len(), max: self.inner.max_payload });
+        }
+        Ok(payload)
+    }
+
+    fn send_nanos(&self, jobs: Vec<(Vec<u8>, u64)>) -> Result<Vec<JobId>, DurableError> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(DurableError::Closed);
+        }
+        let (r, waiting) = reply();
+        self.inner.mailbox.post([Op::Send { jobs, reply: r }])?;
+        waiting.wait()
+    }
+
+    /// Blocks until a job is due, leases it to the caller for `lease`, and
+    /// returns it. Jobs come out in deadline order (as their timers fire).
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Closed`] once the queue is [`close`](Self::close)d;
+    /// [`DurableError::InvalidArgument`] for a zero lease; a storage error if
+    /// the lease could not be committed (the job is offered again shortly).
+    pub fn reserve(&self, lease: Duration) -> Result<Job, DurableError> {
+        loop {
+            if let Some(job) = self.reserve_until(lease, None)? {
+                return Ok(job);
+            }
+        }
+    }
+
+    /// As [`reserve`](Self::reserve), but gives up after `timeout` with `Ok(None)`.
+    pub fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
+        self.reserve_until(lease, Some(Instant::now().checked_add(timeout)))
+    }
+
+    /// Waits up to `timeout` for a due job, then leases as many due jobs as are
+    /// ready, up to `max`, in one commit. An empty `Vec` means the timeout
+    /// passed.
+    pub fn reserve_many(
+        &self,
+        lease: Duration,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Job>, DurableError> {
+        if max == 0 {
+            return Err(DurableError::InvalidArgument("reserve_many needs max >= 1"));
+        }
+        let lease_ns = lease_nanos(lease)?;
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            let first = match self.next_timer(Some(deadline))? {
+                Some(t) => t,
+                None => return Ok(Vec::new()),
+            };
+            let mut timers = vec![first];
+            while timers.len() < max {
+                match self.inner.timers.try_recv() {
+                    Ok(t) => timers.push(t),
+                    Err(_) => break,
+                }
+            }
+            let mut waits = Vec::with_capacity(timers.len());
+            let ops: Vec<Op> = timers
+                .into_iter()
+                .map(|(id, gen)| {
+                    let (r, w) = reply();
+                    waits.push(w);
+                    Op::Lease { id, gen, lease: lease_ns, reply: r }
+                })
+                .collect();
+            self.inner.mailbox.post(ops)?;
+            let mut jobs = Vec::new();
+            let mut first_err = None;
+            for w in waits {
+                match w.wait() {
+                    Ok(Some(job)) => jobs.push(job),
+                    Ok(None) => {}
+                    Err(e) => first_err = first_err.or(Some(e)),
+                }
+            }
+            if !jobs.is_empty() {
+                return Ok(jobs);
+            }
+            if let Some(e) = first_err {
+                return Err(e);
+            }
+        }
+    }
+
+    /// `deadline`: `None` blocks forever; `Some(None)` is a timeout too far to
+    /// represent, which also blocks forever.
+    fn reserve_until(
+        &self,
+        lease: Duration,
+        deadline: Option<Option<Instant>>,
+    ) -> Result<Option<Job>, DurableError> {
+        let lease_ns = lease_nanos(lease)?;
+        loop {
+            let Some((id, gen)) = self.next_timer(deadline)? else {
+                return Ok(None);
+            };
+            let (r, waiting) = reply();
+            self.inner.mailbox.post([Op::Lease { id, gen, lease: lease_ns, reply: r }])?;
+            if let Some(job) = waiting.wait()? {
+                return Ok(Some(job));
+            }
+            // A stale timer (the job changed since it was armed) or one due by
+            // the monotonic clock but not yet by the wall clock: wait on.
+        }
+    }
+
+    fn next_timer(&self, deadline: Option<Option<Instant>>) -> Result<Option<Timer>, DurableError> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(DurableError::Closed);
+        }
+        match deadline {
+            None | Some(None) => self.inner.timers.recv().map(Some).map_err(|_| DurableError::Closed),
+            Some(Some(at)) => match self.inner.timers.recv_deadline(at) {
+                Ok(t) => Ok(Some(t)),
+                Err(delayq::RecvTimeoutError::Timeout) => Ok(None),
+                Err(delayq::RecvTimeoutError::Disconnected) => Err(DurableError::Closed),
+            },
+        }
+    }
+
+    /// Deletes a job the caller holds the lease of. `Ok(false)` if the lease is
+    /// no longer the caller's (it expired and the job was handed to another
+    /// worker, moved to the dead set, or was cancelled): a stale ack never
+    /// deletes a job leased to someone else. An ack after the lease ran out but
+    /// before anyone else took the job still succeeds.
+    pub fn ack(&self, job: &Job) -> Result<bool, DurableError> {
+        if job.token == 0 {
+            return Ok(false);
+        }
+        self.call(|reply| Op::Ack { id: job.id.0, token: job.token, reply })
+    }
+
+    /// Acks several jobs in one commit; `Ok(flags)` as for [`ack`](Self::ack), in order.
+    pub fn ack_many(&self, jobs: &[Job]) -> Result<Vec<bool>, DurableError> {
+        let mut waits = Vec::with_capacity(jobs.len());
+        let ops: Vec<Op> = jobs
+            .iter()
+            .map(|job| {
+                let (r, w) = reply();
+                waits.push(w);
+                Op::Ack { id: job.id.0, token: job.token, reply: r }
+            })
+            .collect();
+        self.inner.mailbox.post(ops)?;
+        waits.into_iter().map(|w| w.wait()).collect()
+    }
+
+    /// Gives a leased job back to be retried at `retry_at` (the next delivery
+    /// is the next attempt), or, if this was its last allowed attempt, moves it
+    /// to the dead set. `Ok(false)` if the lease is no longer the caller's.
+    pub fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
+        let retry_at = to_nanos(retry_at)?;
+        if job.token == 0 {
+            return Ok(false);
+        }
+        self.call(|reply| Op::Nack { id: job.id.0, token: job.token, retry_at, reply })
+    }
+
+    /// Extends the caller's lease to `lease` from now. `Ok(false)` if the lease
+    /// is no longer the caller's.
+    pub fn extend(&self, job: &Job, lease: Duration) -> Result<bool, DurableError> {
+        let lease = lease_nanos(lease)?;
+        if job.token == 0 {
+            return Ok(false);
+        }
+        self.call(|reply| Op::Extend { id: job.id.0, token: job.token, lease, reply })
+    }
+
+    /// Deletes a job whatever its state (pending, leased or dead). `Ok(false)`
+    /// if there is no such job (acked, cancelled, or never sent). A worker
+    /// holding a cancelled job's lease gets `Ok(false)` from its ack.
+    pub fn cancel(&self, id: JobId) -> Result<bool, DurableError> {
+        self.call(|reply| Op::Cancel { id: id.0, reply })
+    }
+
+    /// Moves a dead job back to pending, due at `at`, with a fresh allowance of
+    /// `max_attempts` deliveries (its attempt count goes on from where it was,
+    /// so its next delivery still reads as a redelivery). `Ok(false)` if it is
+    /// not in the dead set.
+    pub fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
+        let at = to_nanos(at)?;
+        self.call(|reply| Op::Requeue { id: id.0, at, reply })
+    }
+
+    /// Up to `limit` dead jobs, by id. A read: it waits for the writer's
+    /// current commit, and commits nothing.
+    pub fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
+        let (r, waiting) = reply();
+        self.inner.mailbox.post([Op::Dead { limit, reply: r }])?;
+        waiting.wait()
+    }
+
+    /// Jobs not yet acked and not dead: pending plus leased.
+    pub fn len(&self) -> Result<u64, DurableError> {
+        let s = self.stats();
+        Ok(s.pending + s.leased)
+    }
+
+    /// Whether [`len`](Self::len) is zero.
+    pub fn is_empty(&self) -> Result<bool, DurableError> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Jobs by state, as of the last commit.
+    pub fn stats(&self) -> Stats {
+        let c = &self.inner.counters;
+        Stats {
+            pending: c.pending.load(Ordering::Relaxed),
+            leased: c.leased.load(Ordering::Relaxed),
+            dead: c.dead.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Group-commit figures since open: how many commits, how many fsync'd,
+    /// how many changes they carried.
+    pub fn commit_stats(&self) -> CommitStats {
+        let c = &self.inner.counters;
+        CommitStats {
+            commits: c.commits.load(Ordering::Relaxed),
+            durable_commits: c.durable_commits.load(Ordering::Relaxed),
+            ops: c.ops.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops taking sends and reserves: both fail with
+    /// [`DurableError::Closed`], and every `reserve` blocked now returns it.
+    /// Jobs stay in the file for the next open. `ack`, `nack`, `extend` and
+    /// `cancel` still work, so workers can finish what they hold. Idempotent.
+    pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner.timers.close();
+        // Wakes blocked receivers: the timer queue is closed and now empty.
+        drop(self.inner.timers.take_pending());
+    }
+
+    fn call(&self, op: impl FnOnce(crate::reply::Reply<bool>) -> Op) -> Result<bool, DurableError> {
+        let (r, waiting) = reply();
+        self.inner.mailbox.post([op(r)])?;
+        waiting.wait()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.mailbox.close();
+        let handle = self.writer.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn lease_nanos(lease: Duration) -> Result<u64, DurableError> {
+    if lease.is_zero() {
+        return Err(DurableError::InvalidArgument("a lease must be longer than zero"));
+    }
+    u64::try_from(lease.as_nanos())
+        .map_err(|_| DurableError::InvalidArgument("a lease must be under 584 years"))
+}
+
+struct Recovered {
+    timers: Vec<(u64, u64, u64)>,
+    counts: [u64; 3],
+    next_id: u64,
+}
+
+/// Reads every record (a record that does not decode fails the open: no job
+/// is skipped) and rearms the timers. Jobs leased by the previous owner are
+/// orphans — one process owns the file, and it is gone — so their leases end
+/// now, in one commit, and each is due again as its next attempt.
+fn recover(db: &Database, path: &Path) -> Result<Recovered, DurableError> {
+    let err = |e: redb::Error| storage_error(path, e, "recovering");
+    let mut txn = db.begin_write().map_err(|e| err(e.into()))?;
+    txn.set_durability(redb::Durability::Immediate).map_err(|e| DurableError::Storage(e.to_string()))?;
+    let mut out = Recovered { timers: Vec::new(), counts: [0; 3], next_id: 1 };
+    {
+        let mut meta = txn.open_table(META).map_err(|e| err(e.into()))?;
+        let format = meta.get(writer::META_FORMAT).map_err(|e| err(e.into()))?.map(|v| v.value());
+        match format {
+            Some(writer::FORMAT) => {}
+            Some(other) => {
+                return Err(DurableError::Corrupt {
+                    path: path.to_path_buf(),
+                    detail: format!("delayq format {other}, this version reads {}", writer::FORMAT),
+                })
+            }
+            None => {
+                meta.insert(writer::META_FORMAT, writer::FORMAT).map_err(|e| err(e.into()))?;
+            }
+        }
+        let next = meta.get(writer::META_NEXT_ID).map_err(|e| err(e.into()))?.map(|v| v.value());
+        out.next_id = next.unwrap_or(1).max(1);
+        let mut jobs = txn.open_table(JOBS).map_err(|e| err(e.into()))?;
+        let now = now_nanos();
+        let mut orphans = Vec::new();
+        for entry in jobs.iter().map_err(|e| err(e.into()))? {
+            let (id, value) = entry.map_err(|e| err(e.into()))?;
+            let id = id.value();
+            let mut rec = Record::decode(value.value()).map_err(|detail| DurableError::Corrupt {
+                path: path.to_path_buf(),
+                detail: format!("job {id}: {detail}"),
+            })?;
+            out.next_id = out.next_id.max(id.saturating_add(1));
+            out.counts[rec.state as usize] += 1;
+            if rec.state == State::Leased {
+                rec.gen += 1;
+                rec.lease_until = now;
+                orphans.push((id, rec.encode()));
+            }
+            if let Some(due) = rec.due() {
+                out.timers.push((id, rec.gen, due));
+            }
+        }
+        for (id, bytes) in orphans {
+            jobs.insert(id, bytes.as_slice()).map_err(|e| err(e.into()))?;
+        }
+    }
+    txn.commit().map_err(|e| err(e.into()))?;
+    Ok(out)
+}

@@ -1,0 +1,650 @@
+//! The writer thread: every change to the database goes through it, in group
+//! commits.
+//!
+//! Callers put an [`Op`] in the mailbox and wait on its reply. The writer takes
+//! *every* op waiting, applies them in arrival order inside one redb write
+//! transaction, commits once (one fsync with [`Durability::Immediate`]), and only
+//! then answers each caller and arms or disarms its timers. A commit that fails
+//! answers every op of the batch with the error and changes nothing, in the file
+//! or in memory: the ids it handed out are handed out again, its timers are not
+//! armed. This is group commit (as in Beanstalkd's binlog and every database's
+//! log writer): the fsync is shared by however many callers arrived while the
+//! previous one ran, so throughput grows with concurrency and no caller waits
+//! for a timer to batch it.
+//!
+//! Timers: the writer alone owns the core `delayq` queue's sender. Each pending
+//! job has one timer at its deadline, each leased job one at its lease end; a
+//! timer carries `(id, generation)`. A consumer that receives one asks the
+//! writer to lease the job ([`Op::Lease`]); the writer leases it only if the
+//! generation still matches (nothing changed it since the timer was armed) and
+//! the wall clock has reached the due time (never early by wall clock, even if
+//! the monotonic clock the timer ran on drifted from it or the wall clock was
+//! stepped back).
+
+use std::collections::HashMap;
+use std::panic::{self, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use crate::builder::Durability;
+use crate::error::DurableError;
+use crate::job::{now_nanos, Job, JobId};
+use crate::record::{Record, State};
+use crate::reply::Reply;
+
+pub(crate) const JOBS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("delayq_jobs");
+pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("delayq_meta");
+pub(crate) const META_FORMAT: &str = "format";
+pub(crate) const META_NEXT_ID: &str = "next_id";
+pub(crate) const FORMAT: u64 = 1;
+
+/// The longest a batch waits for callers still waking from the last commit.
+const MAX_GATHER: Duration = Duration::from_micros(500);
+
+/// How long a lease whose commit failed waits before its job is offered again.
+const RETRY_AFTER_FAILED_COMMIT: Duration = Duration::from_millis(100);
+
+/// A timer: `(job id, generation)`.
+pub(crate) type Timer = (u64, u64);
+
+/// One request to the writer. Times are ns since the Unix epoch; leases are ns.
+pub(crate) enum Op {
+    Send {
+        jobs: Vec<(Vec<u8>, u64)>,
+        reply: Reply<Vec<JobId>>,
+    },
+    Lease {
+        id: u64,
+        gen: u64,
+        lease: u64,
+        reply: Reply<Option<Job>>,
+    },
+    Ack {
+        id: u64,
+        token: u64,
+        reply: Reply<bool>,
+    },
+    Nack {
+        id: u64,
+        token: u64,
+        retry_at: u64,
+        reply: Reply<bool>,
+    },
+    Extend {
+        id: u64,
+        token: u64,
+        lease: u64,
+        reply: Reply<bool>,
+    },
+    Cancel {
+        id: u64,
+        reply: Reply<bool>,
+    },
+    Requeue {
+        id: u64,
+        at: u64,
+        reply: Reply<bool>,
+    },
+    /// Reads (no commit): up to `limit` dead jobs.
+    Dead {
+        limit: usize,
+        reply: Reply<Vec<Job>>,
+    },
+}
+
+enum Outcome {
+    Ids(Vec<JobId>),
+    Job(Option<Job>),
+    Flag(bool),
+}
+
+enum TimerAct {
+    Arm { id: u64, gen: u64, due: u64 },
+    Disarm { id: u64 },
+}
+
+#[derive(Default)]
+pub(crate) struct Mailbox {
+    state: Mutex<MailState>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct MailState {
+    ops: Vec<Op>,
+    closed: bool,
+    /// The writer is gathering a batch: wake it on every post.
+    gathering: bool,
+}
+
+impl Mailbox {
+    /// Queues ops for the next group commit; `Err` (with the ops dropped, which
+    /// answers them `Closed`) once the writer is shutting down.
+    pub(crate) fn post(&self, ops: impl IntoIterator<Item = Op>) -> Result<(), DurableError> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.closed {
+            return Err(DurableError::Closed);
+        }
+        let wake = state.ops.is_empty() || state.gathering;
+        state.ops.extend(ops);
+        drop(state);
+        if wake {
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    pub(crate) fn close(&self) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).closed = true;
+        self.wake.notify_one();
+    }
+}
+
+/// What the queue handles read without asking the writer.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) pending: AtomicU64,
+    pub(crate) leased: AtomicU64,
+    pub(crate) dead: AtomicU64,
+    pub(crate) commits: AtomicU64,
+    pub(crate) durable_commits: AtomicU64,
+    pub(crate) ops: AtomicU64,
+}
+
+pub(crate) struct Writer {
+    /// `None` after a failed reopen: every batch retries it first.
+    pub(crate) db: Option<Database>,
+    pub(crate) path: PathBuf,
+    pub(crate) mailbox: Arc<Mailbox>,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) timers: delayq::Sender<Timer>,
+    pub(crate) keys: HashMap<u64, delayq::Key>,
+    pub(crate) next_id: u64,
+    pub(crate) max_attempts: u32,
+    pub(crate) durability: Durability,
+    /// Ops in the last batch: how many callers the next one may gather.
+    pub(crate) expect: usize,
+    /// How long the last commit took.
+    pub(crate) last_commit: Duration,
+}
+
+/// Per-state count changes of one batch, applied after its commit.
+#[derive(Default)]
+struct Deltas([i64; 3]);
+
+impl Deltas {
+    fn moved(&mut self, from: Option<State>, to: Option<State>) {
+        if let Some(s) = from {
+            self.0[s as usize] -= 1;
+        }
+        if let Some(s) = to {
+            self.0[s as usize] += 1;
+        }
+    }
+}
+
+fn add(counter: &AtomicU64, delta: i64) {
+    if delta >= 0 {
+        counter.fetch_add(delta as u64, Ordering::Relaxed);
+    } else {
+        counter.fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
+    }
+}
+
+impl Writer {
+    /// Runs until the mailbox is closed and drained; commits what a durability
+    /// window left unsynced before returning.
+    pub(crate) fn run(mut self) {
+        let mut unsynced_since: Option<Instant> = None;
+        loop {
+            let mut batch = {
+                let mut state = self.mailbox.state.lock().unwrap_or_else(PoisonError::into_inner);
+                loop {
+                    if !state.ops.is_empty() || state.closed {
+                        break;
+                    }
+                    match (unsynced_since, self.durability) {
+                        (Some(since), Durability::Window(window)) => {
+                            let left = window.saturating_sub(since.elapsed());
+                            if left.is_zero() {
+                                break;
+                            }
+                            state = self
+                                .mailbox
+                                .wake
+                                .wait_timeout(state, left)
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .0;
+                        }
+                        _ => state = self.mailbox.wake.wait(state).unwrap_or_else(PoisonError::into_inner),
+                    }
+                }
+                if state.ops.is_empty() && state.closed && unsynced_since.is_none() {
+                    return;
+                }
+                // Gather: the callers answered by the last commit are still
+                // waking up; a commit started now would carry few of them and
+                // the rest would wait a whole fsync more. When the last batch
+                // was bigger than what is here, wait (parked, not spinning)
+                // up to half a commit's time for them (PostgreSQL's
+                // commit_delay, made adaptive). A lone caller never waits.
+                if self.durability == Durability::Immediate && !state.closed && state.ops.len() < self.expect
+                {
+                    let until = Instant::now() + (self.last_commit / 2).min(MAX_GATHER);
+                    state.gathering = true;
+                    while state.ops.len() < self.expect && !state.closed {
+                        let left = until.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        state = self
+                            .mailbox
+                            .wake
+                            .wait_timeout(state, left)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
+                    }
+                    state.gathering = false;
+                }
+                self.expect = state.ops.len();
+                std::mem::take(&mut state.ops)
+            };
+            let window_over = match (unsynced_since, self.durability) {
+                (Some(since), Durability::Window(window)) => since.elapsed() >= window,
+                _ => false,
+            };
+            let closing = self.mailbox.state.lock().unwrap_or_else(PoisonError::into_inner).closed;
+            // In a durability window a batch commits without fsync, unless the
+            // window is over or the queue is closing: then this commit (an
+            // empty one if there is no op) makes everything before it durable.
+            let durable = match self.durability {
+                Durability::Immediate => true,
+                Durability::Window(_) => window_over || closing,
+            };
+            if batch.is_empty() && !durable {
+                continue;
+            }
+            let ok = self.commit_batch(&mut batch, durable);
+            if durable && ok {
+                unsynced_since = None;
+            } else if !durable && ok && unsynced_since.is_none() {
+                unsynced_since = Some(Instant::now());
+            }
+            if closing && !ok {
+                // A final sync that fails cannot be retried forever.
+                unsynced_since = None;
+            }
+        }
+    }
+
+    /// Applies and commits one batch, then answers it. Returns whether it committed.
+    fn commit_batch(&mut self, batch: &mut Vec<Op>, durable: bool) -> bool {
+        if self.db.is_none() {
+            if let Err(err) = self.reopen() {
+                for op in batch.drain(..) {
+                    fail(op, err.duplicate());
+                }
+                return false;
+            }
+        }
+        let (reads, writes): (Vec<Op>, Vec<Op>) =
+            batch.drain(..).partition(|op| matches!(op, Op::Dead { .. }));
+        *batch = writes;
+        for op in reads {
+            if let Op::Dead { limit, reply } = op {
+                reply.send(self.dead_jobs(limit));
+            }
+        }
+        if batch.is_empty() && !durable {
+            return true;
+        }
+        let started = Instant::now();
+        let applied = panic::catch_unwind(AssertUnwindSafe(|| self.apply(batch, durable)));
+        self.last_commit = started.elapsed();
+        let applied = match applied {
+            Ok(result) => result,
+            Err(_) => {
+                Err(DurableError::Storage("the writer panicked applying a batch; it was rolled back".into()))
+            }
+        };
+        self.counters.commits.fetch_add(1, Ordering::Relaxed);
+        if durable {
+            self.counters.durable_commits.fetch_add(1, Ordering::Relaxed);
+        }
+        self.counters.ops.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        match applied {
+            Ok((outcomes, acts, deltas, next_id)) => {
+                self.next_id = next_id;
+                add(&self.counters.pending, deltas.0[State::Pending as usize]);
+                add(&self.counters.leased, deltas.0[State::Leased as usize]);
+                add(&self.counters.dead, deltas.0[State::Dead as usize]);
+                for act in acts {
+                    self.act(act);
+                }
+                for (op, outcome) in batch.drain(..).zip(outcomes) {
+                    answer(op, outcome);
+                }
+                true
+            }
+            Err(err) => {
+                if matches!(err, DurableError::Io { .. }) {
+                    // redb refuses every write after an I/O error until the
+                    // file is reopened; the file holds exactly the commits
+                    // answered Ok, so memory and file still agree.
+                    let _ = self.reopen();
+                }
+                for op in batch.drain(..) {
+                    if let Op::Lease { id, gen, .. } = op {
+                        // Its timer was consumed: offer the job again shortly.
+                        let key = self.timers.send_after((id, gen), RETRY_AFTER_FAILED_COMMIT);
+                        if let Ok(key) = key {
+                            if let Some(old) = self.keys.insert(id, key) {
+                                self.timers.discard(old);
+                            }
+                        }
+                    }
+                    fail(op, err.duplicate());
+                }
+                false
+            }
+        }
+    }
+
+    fn db(&self) -> Result<&Database, DurableError> {
+        self.db.as_ref().ok_or_else(|| {
+            DurableError::Storage(format!(
+                "{} could not be reopened after an I/O error; the next call tries again",
+                self.path.display()
+            ))
+        })
+    }
+
+    /// Closes and reopens the file (after an I/O error), recounting its jobs.
+    fn reopen(&mut self) -> Result<(), DurableError> {
+        self.db = None;
+        let db =
+            Database::create(&self.path).map_err(|e| storage_error(&self.path, e.into(), "reopening"))?;
+        let mut counts = [0u64; 3];
+        {
+            let read = db.begin_read().map_err(|e| storage_error(&self.path, e.into(), "reopening"))?;
+            let table =
+                read.open_table(JOBS).map_err(|e| storage_error(&self.path, e.into(), "reopening"))?;
+            for entry in table.iter().map_err(|e| storage_error(&self.path, e.into(), "reopening"))? {
+                let (_, value) = entry.map_err(|e| storage_error(&self.path, e.into(), "reopening"))?;
+                if let Ok(rec) = Record::decode(value.value()) {
+                    counts[rec.state as usize] += 1;
+                }
+            }
+        }
+        self.counters.pending.store(counts[0], Ordering::Relaxed);
+        self.counters.leased.store(counts[1], Ordering::Relaxed);
+        self.counters.dead.store(counts[2], Ordering::Relaxed);
+        self.db = Some(db);
+        Ok(())
+    }
+
+    fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
+        let path = &self.path;
+        let err = |e: redb::Error| storage_error(path, e, "reading");
+        let read = self.db()?.begin_read().map_err(|e| err(e.into()))?;
+        let table = read.open_table(JOBS).map_err(|e| err(e.into()))?;
+        let mut dead = Vec::new();
+        for entry in table.iter().map_err(|e| err(e.into()))? {
+            if dead.len() >= limit {
+                break;
+            }
+            let (id, value) = entry.map_err(|e| err(e.into()))?;
+            let rec = Record::decode(value.value()).map_err(|detail| DurableError::Corrupt {
+                path: path.clone(),
+                detail: format!("job {}: {detail}", id.value()),
+            })?;
+            if rec.state == State::Dead {
+                dead.push(rec.to_job(JobId(id.value())));
+            }
+        }
+        Ok(dead)
+    }
+
+    fn act(&mut self, act: TimerAct) {
+        match act {
+            TimerAct::Arm { id, gen, due } => {
+                let delay = Duration::from_nanos(due.saturating_sub(now_nanos()));
+                if let Some(old) = self.keys.remove(&id) {
+                    self.timers.discard(old);
+                }
+                // The writer holds the timers' only sender and the queue holds a
+                // receiver until the writer is gone, so the send cannot fail.
+                if let Ok(key) = self.timers.send_after((id, gen), delay) {
+                    self.keys.insert(id, key);
+                }
+            }
+            TimerAct::Disarm { id } => {
+                if let Some(old) = self.keys.remove(&id) {
+                    self.timers.discard(old);
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn apply(
+        &mut self,
+        batch: &[Op],
+        durable: bool,
+    ) -> Result<(Vec<Outcome>, Vec<TimerAct>, Deltas, u64), DurableError> {
+        let mut txn =
+            self.db()?.begin_write().map_err(|e| storage_error(&self.path, e.into(), "starting a commit"))?;
+        txn.set_durability(if durable { redb::Durability::Immediate } else { redb::Durability::None })
+            .map_err(|e| DurableError::Storage(e.to_string()))?;
+        let mut outcomes = Vec::with_capacity(batch.len());
+        let mut acts = Vec::new();
+        let mut deltas = Deltas::default();
+        let mut next_id = self.next_id;
+        let now = now_nanos();
+        {
+            let mut jobs =
+                txn.open_table(JOBS).map_err(|e| storage_error(&self.path, e.into(), "opening jobs"))?;
+            let path = &self.path;
+            let err = |e: redb::StorageError| storage_error(path, e.into(), "writing a job");
+            let get = |jobs: &redb::Table<'_, u64, &[u8]>, id: u64| -> Result<Option<Record>, DurableError> {
+                match jobs.get(id).map_err(err)? {
+                    None => Ok(None),
+                    Some(value) => Record::decode(value.value()).map(Some).map_err(|detail| {
+                        DurableError::Corrupt { path: path.clone(), detail: format!("job {id}: {detail}") }
+                    }),
+                }
+            };
+            for op in batch {
+                let outcome = match op {
+                    Op::Send { jobs: sends, .. } => {
+                        let mut ids = Vec::with_capacity(sends.len());
+                        for (payload, deadline) in sends {
+                            let id = next_id;
+                            next_id += 1;
+                            let rec = Record {
+                                state: State::Pending,
+                                attempt: 0,
+                                dead_after: self.max_attempts,
+                                deadline: *deadline,
+                                token: 0,
+                                lease_until: 0,
+                                gen: 1,
+                                payload: payload.clone(),
+                            };
+                            jobs.insert(id, rec.encode().as_slice()).map_err(err)?;
+                            deltas.moved(None, Some(State::Pending));
+                            acts.push(TimerAct::Arm { id, gen: 1, due: *deadline });
+                            ids.push(JobId(id));
+                        }
+                        Outcome::Ids(ids)
+                    }
+                    Op::Lease { id, gen, lease, .. } => {
+                        let (id, gen, lease) = (*id, *gen, *lease);
+                        let mut leased = None;
+                        if let Some(mut rec) = get(&jobs, id)? {
+                            match rec.due() {
+                                Some(due) if rec.gen == gen && now < due => {
+                                    // Due by the monotonic timer, not yet by the
+                                    // wall clock: wait for the rest.
+                                    acts.push(TimerAct::Arm { id, gen, due });
+                                }
+                                Some(_) if rec.gen == gen => {
+                                    let from = rec.state;
+                                    rec.gen += 1;
+                                    if from == State::Leased && rec.attempt >= rec.dead_after {
+                                        // Its last lease expired: dead.
+                                        rec.state = State::Dead;
+                                        rec.token = 0;
+                                        acts.push(TimerAct::Disarm { id });
+                                    } else {
+                                        rec.state = State::Leased;
+                                        rec.attempt = rec.attempt.saturating_add(1);
+                                        rec.token = rec.gen;
+                                        rec.lease_until = now.saturating_add(lease);
+                                        acts.push(TimerAct::Arm { id, gen: rec.gen, due: rec.lease_until });
+                                        leased = Some(rec.to_job(JobId(id)));
+                                    }
+                                    deltas.moved(Some(from), Some(rec.state));
+                                    jobs.insert(id, rec.encode().as_slice()).map_err(err)?;
+                                }
+                                _ => {}
+                            }
+                        }
+                        Outcome::Job(leased)
+                    }
+                    Op::Ack { id, token, .. } => match get(&jobs, *id)? {
+                        Some(rec) if rec.state == State::Leased && rec.token == *token => {
+                            jobs.remove(*id).map_err(err)?;
+                            deltas.moved(Some(State::Leased), None);
+                            acts.push(TimerAct::Disarm { id: *id });
+                            Outcome::Flag(true)
+                        }
+                        _ => Outcome::Flag(false),
+                    },
+                    Op::Nack { id, token, retry_at, .. } => match get(&jobs, *id)? {
+                        Some(mut rec) if rec.state == State::Leased && rec.token == *token => {
+                            rec.gen += 1;
+                            rec.token = 0;
+                            if rec.attempt >= rec.dead_after {
+                                rec.state = State::Dead;
+                                acts.push(TimerAct::Disarm { id: *id });
+                            } else {
+                                rec.state = State::Pending;
+                                rec.deadline = *retry_at;
+                                acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.deadline });
+                            }
+                            deltas.moved(Some(State::Leased), Some(rec.state));
+                            jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
+                            Outcome::Flag(true)
+                        }
+                        _ => Outcome::Flag(false),
+                    },
+                    Op::Extend { id, token, lease, .. } => match get(&jobs, *id)? {
+                        Some(mut rec) if rec.state == State::Leased && rec.token == *token => {
+                            rec.gen += 1;
+                            rec.lease_until = now.saturating_add(*lease);
+                            acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.lease_until });
+                            jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
+                            Outcome::Flag(true)
+                        }
+                        _ => Outcome::Flag(false),
+                    },
+                    Op::Cancel { id, .. } => match get(&jobs, *id)? {
+                        Some(rec) => {
+                            jobs.remove(*id).map_err(err)?;
+                            deltas.moved(Some(rec.state), None);
+                            acts.push(TimerAct::Disarm { id: *id });
+                            Outcome::Flag(true)
+                        }
+                        None => Outcome::Flag(false),
+                    },
+                    Op::Requeue { id, at, .. } => match get(&jobs, *id)? {
+                        Some(mut rec) if rec.state == State::Dead => {
+                            rec.gen += 1;
+                            rec.state = State::Pending;
+                            rec.deadline = *at;
+                            rec.dead_after = rec.attempt.saturating_add(self.max_attempts);
+                            acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.deadline });
+                            deltas.moved(Some(State::Dead), Some(State::Pending));
+                            jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
+                            Outcome::Flag(true)
+                        }
+                        _ => Outcome::Flag(false),
+                    },
+                    // Answered before the transaction (`commit_batch`).
+                    Op::Dead { .. } => Outcome::Flag(false),
+                };
+                outcomes.push(outcome);
+            }
+            if next_id != self.next_id {
+                let mut meta =
+                    txn.open_table(META).map_err(|e| storage_error(&self.path, e.into(), "opening meta"))?;
+                meta.insert(META_NEXT_ID, next_id).map_err(err)?;
+            }
+        }
+        txn.commit().map_err(|e| storage_error(&self.path, e.into(), "committing"))?;
+        Ok((outcomes, acts, deltas, next_id))
+    }
+}
+
+fn answer(op: Op, outcome: Outcome) {
+    match (op, outcome) {
+        (Op::Send { reply, .. }, Outcome::Ids(ids)) => reply.send(Ok(ids)),
+        (Op::Lease { reply, .. }, Outcome::Job(job)) => reply.send(Ok(job)),
+        (
+            Op::Ack { reply, .. }
+            | Op::Nack { reply, .. }
+            | Op::Extend { reply, .. }
+            | Op::Cancel { reply, .. }
+            | Op::Requeue { reply, .. },
+            Outcome::Flag(flag),
+        ) => reply.send(Ok(flag)),
+        (op, _) => fail(op, DurableError::Storage("internal: outcome does not match its op".into())),
+    }
+}
+
+fn fail(op: Op, err: DurableError) {
+    match op {
+        Op::Send { reply, .. } => reply.send(Err(err)),
+        Op::Lease { reply, .. } => reply.send(Err(err)),
+        Op::Ack { reply, .. }
+        | Op::Nack { reply, .. }
+        | Op::Extend { reply, .. }
+        | Op::Cancel { reply, .. }
+        | Op::Requeue { reply, .. } => reply.send(Err(err)),
+        Op::Dead { reply, .. } => reply.send(Err(err)),
+    }
+}
+
+/// Maps redb's error to ours, naming the file and what was being done.
+pub(crate) fn storage_error(path: &std::path::Path, err: redb::Error, doing: &str) -> DurableError {
+    match err {
+        redb::Error::DatabaseAlreadyOpen | redb::Error::LockProtocolMismatch => {
+            DurableError::Locked { path: path.to_path_buf() }
+        }
+        redb::Error::Corrupted(detail) => DurableError::Corrupt { path: path.to_path_buf(), detail },
+        redb::Error::UpgradeRequired(v) => DurableError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("redb file format {v} needs an upgrade this version does not do"),
+        },
+        redb::Error::Io(source) if source.kind() == std::io::ErrorKind::InvalidData => {
+            DurableError::Corrupt { path: path.to_path_buf(), detail: source.to_string() }
+        }
+        redb::Error::PreviousIo => DurableError::Io {
+            context: format!("{doing} {}", path.display()),
+            source: std::io::Error::other("an earlier write failed; the file is being reopened"),
+        },
+        redb::Error::Io(source) => {
+            DurableError::Io { context: format!("{doing} {}", path.display()), source }
+        }
+        redb::Error::TableTypeMismatch { .. } | redb::Error::TableIsMultimap(_) => DurableError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("not a delayq database: {err}"),
+        },
+        other => DurableError::Storage(format!("{doing} {}: {other}", path.display())),
+    }
+}

@@ -1,0 +1,324 @@
+//! The durable-jobs contract as tests, run against every backend: each backend's
+//! test file calls `conformance_tests!(open)` with a function that opens a fresh,
+//! empty queue with the given options.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, SystemTime};
+
+use delayq_durable::{DurableError, JobQueue};
+
+/// What a test needs of a fresh queue.
+#[derive(Clone, Copy, Debug)]
+pub struct Opts {
+    pub max_attempts: u32,
+    pub max_payload: usize,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts { max_attempts: 25, max_payload: 1 << 20 }
+    }
+}
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+const LEASE: Duration = Duration::from_secs(30);
+/// How long a test waits for something that must happen (generous: CI is slow).
+const PATIENCE: Duration = Duration::from_secs(10);
+
+pub fn reserve_and_ack_round_trip(q: impl JobQueue) {
+    let id = q.send_after(b"\x00payload\xff", ms(0)).unwrap();
+    assert_eq!(q.len().unwrap(), 1);
+    let job = q.reserve(LEASE).unwrap();
+    assert_eq!(job.id(), id);
+    assert_eq!(job.payload(), b"\x00payload\xff");
+    assert_eq!(job.attempt(), 1);
+    assert!(job.lease_deadline().unwrap() > SystemTime::now() + Duration::from_secs(20));
+    let s = q.stats().unwrap();
+    assert_eq!((s.pending, s.leased, s.dead), (0, 1, 0));
+    assert!(q.ack(&job).unwrap());
+    assert!(!q.ack(&job).unwrap(), "a second ack finds nothing");
+    assert_eq!(q.len().unwrap(), 0);
+    assert!(q.is_empty().unwrap());
+    assert_eq!(q.reserve_timeout(LEASE, ms(50)).unwrap(), None);
+}
+
+pub fn never_early_and_in_deadline_order(q: impl JobQueue) {
+    let base = SystemTime::now() + ms(80);
+    let c = q.send_at(b"c", base + ms(40)).unwrap();
+    let a = q.send_at(b"a", base).unwrap();
+    let b = q.send_at(b"b", base + ms(20)).unwrap();
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let job = q.reserve_timeout(LEASE, PATIENCE).unwrap().expect("due within patience");
+        let now = SystemTime::now();
+        assert!(
+            now >= job.deadline(),
+            "{:?} delivered {:?} early",
+            job.id(),
+            job.deadline().duration_since(now)
+        );
+        got.push(job.id());
+        assert!(q.ack(&job).unwrap());
+    }
+    assert_eq!(got, vec![a, b, c]);
+}
+
+pub fn a_past_deadline_is_due_at_once_and_a_far_one_waits(q: impl JobQueue) {
+    let far = q.send_at(b"far", SystemTime::now() + Duration::from_secs(3600)).unwrap();
+    let past = q.send_at(b"past", SystemTime::UNIX_EPOCH + Duration::from_secs(1)).unwrap();
+    let job = q.reserve_timeout(LEASE, PATIENCE).unwrap().unwrap();
+    assert_eq!(job.id(), past);
+    assert!(q.ack(&job).unwrap());
+    assert_eq!(q.reserve_timeout(LEASE, ms(100)).unwrap(), None);
+    assert_eq!(q.len().unwrap(), 1);
+    assert!(q.cancel(far).unwrap());
+    assert!(!q.cancel(far).unwrap());
+    assert_eq!(q.len().unwrap(), 0);
+}
+
+pub fn an_expired_lease_redelivers_and_the_stale_ack_fails(q: impl JobQueue) {
+    let id = q.send_after(b"x", ms(0)).unwrap();
+    let first = q.reserve(ms(100)).unwrap();
+    assert_eq!(first.attempt(), 1);
+    let second = q.reserve_timeout(LEASE, PATIENCE).unwrap().expect("redelivered after the lease");
+    assert!(SystemTime::now() >= first.lease_deadline().unwrap(), "redelivered before the lease ended");
+    assert_eq!(second.id(), id);
+    assert_eq!(second.attempt(), 2);
+    assert_eq!(second.deadline(), first.deadline(), "a redelivery keeps its deadline");
+    assert!(!q.ack(&first).unwrap(), "a stale ack must not delete a re-leased job");
+    assert!(!q.extend(&first, LEASE).unwrap());
+    assert!(!q.nack(&first, SystemTime::now()).unwrap());
+    assert_eq!(q.len().unwrap(), 1);
+    assert!(q.ack(&second).unwrap());
+    assert_eq!(q.len().unwrap(), 0);
+}
+
+pub fn an_ack_after_the_lease_ends_but_before_redelivery_succeeds(q: impl JobQueue) {
+    q.send_after(b"x", ms(0)).unwrap();
+    let job = q.reserve(ms(30)).unwrap();
+    thread::sleep(ms(100));
+    assert!(q.ack(&job).unwrap());
+    assert_eq!(q.reserve_timeout(LEASE, ms(100)).unwrap(), None);
+    assert_eq!(q.len().unwrap(), 0);
+}
+
+pub fn nack_retries_at_the_given_time_as_the_next_attempt(q: impl JobQueue) {
+    let id = q.send_after(b"x", ms(0)).unwrap();
+    let job = q.reserve(LEASE).unwrap();
+    let retry_at = SystemTime::now() + ms(80);
+    assert!(q.nack(&job, retry_at).unwrap());
+    assert!(!q.ack(&job).unwrap(), "the nacked lease is gone");
+    let again = q.reserve_timeout(LEASE, PATIENCE).unwrap().unwrap();
+    assert!(SystemTime::now() >= retry_at, "retried early");
+    assert_eq!((again.id(), again.attempt()), (id, 2));
+    assert_eq!(again.deadline(), retry_at);
+    assert!(q.ack(&again).unwrap());
+}
+
+pub fn extend_keeps_the_job_from_redelivery(q: impl JobQueue) {
+    q.send_after(b"x", ms(0)).unwrap();
+    let job = q.reserve(ms(80)).unwrap();
+    assert!(q.extend(&job, Duration::from_secs(5)).unwrap());
+    assert_eq!(q.reserve_timeout(LEASE, ms(300)).unwrap(), None, "redelivered despite the extension");
+    assert!(q.ack(&job).unwrap());
+}
+
+pub fn failed_deliveries_go_dead_and_can_be_requeued(q: impl JobQueue) {
+    // Opened with max_attempts = 2.
+    let id = q.send_after(b"poison", ms(0)).unwrap();
+    let j1 = q.reserve(LEASE).unwrap();
+    assert!(q.nack(&j1, SystemTime::now()).unwrap());
+    let j2 = q.reserve_timeout(LEASE, PATIENCE).unwrap().unwrap();
+    assert_eq!(j2.attempt(), 2);
+    assert!(q.nack(&j2, SystemTime::now()).unwrap(), "the last nack is accepted (to the dead set)");
+    assert_eq!(q.reserve_timeout(LEASE, ms(100)).unwrap(), None);
+    let s = q.stats().unwrap();
+    assert_eq!((s.pending, s.leased, s.dead), (0, 0, 1));
+    assert_eq!(q.len().unwrap(), 0);
+    let dead = q.dead_jobs(10).unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!((dead[0].id(), dead[0].attempt(), dead[0].payload()), (id, 2, &b"poison"[..]));
+    assert_eq!(dead[0].lease_deadline(), None);
+    assert!(!q.ack(&dead[0]).unwrap());
+
+    // A lease that runs out on the last attempt also goes dead.
+    let other = q.send_after(b"slow", ms(0)).unwrap();
+    let k1 = q.reserve(ms(30)).unwrap();
+    let k2 = q.reserve_timeout(ms(30), PATIENCE).unwrap().unwrap();
+    assert_eq!((k1.id(), k2.id(), k2.attempt()), (other, other, 2));
+    assert_eq!(q.reserve_timeout(LEASE, ms(200)).unwrap(), None);
+    assert_eq!(q.stats().unwrap().dead, 2);
+
+    assert!(q.requeue_dead(id, SystemTime::now()).unwrap());
+    assert!(!q.requeue_dead(id, SystemTime::now()).unwrap(), "not dead any more");
+    let j3 = q.reserve_timeout(LEASE, PATIENCE).unwrap().unwrap();
+    assert_eq!((j3.id(), j3.attempt()), (id, 3));
+    assert!(q.ack(&j3).unwrap());
+    assert!(q.cancel(other).unwrap(), "cancel deletes a dead job too");
+    assert_eq!(q.stats().unwrap().dead, 0);
+}
+
+pub fn cancel_removes_pending_and_leased_jobs(q: impl JobQueue) {
+    let pending = q.send_after(b"p", ms(50)).unwrap();
+    let leased = q.send_after(b"l", ms(0)).unwrap();
+    let job = q.reserve(LEASE).unwrap();
+    assert_eq!(job.id(), leased);
+    assert!(q.cancel(pending).unwrap());
+    assert!(q.cancel(leased).unwrap());
+    assert!(!q.ack(&job).unwrap(), "its job was cancelled");
+    assert_eq!(q.reserve_timeout(LEASE, ms(200)).unwrap(), None, "a cancelled job was delivered");
+    assert_eq!(q.len().unwrap(), 0);
+    assert!(!q.cancel(delayq_durable::JobId(u64::MAX)).unwrap());
+}
+
+pub fn batches_send_and_ack_together(q: impl JobQueue) {
+    let now = SystemTime::now();
+    let payloads: Vec<Vec<u8>> = (0..50u32).map(|i| i.to_le_bytes().to_vec()).collect();
+    let batch: Vec<(&[u8], SystemTime)> = payloads.iter().map(|p| (p.as_slice(), now)).collect();
+    let ids = q.send_many(&batch).unwrap();
+    assert_eq!(ids.len(), 50);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids in order");
+    assert_eq!(q.send_many(&[]).unwrap(), vec![]);
+    let mut seen = Vec::new();
+    while seen.len() < 50 {
+        let job = q.reserve_timeout(LEASE, PATIENCE).unwrap().expect("all due");
+        seen.push(job.id());
+        assert!(q.ack(&job).unwrap());
+    }
+    seen.sort();
+    assert_eq!(seen, ids);
+}
+
+pub fn bad_arguments_get_clear_errors_and_store_nothing(q: impl JobQueue) {
+    // Opened with max_payload = 16.
+    match q.send_after(&[0u8; 17], ms(0)) {
+        Err(DurableError::PayloadTooLarge { len: 17, max: 16 }) => {}
+        other => panic!("expected PayloadTooLarge, got {other:?}"),
+    }
+    let big = [0u8; 17];
+    let err = q.send_many(&[(b"ok", SystemTime::now()), (&big, SystemTime::now())]).unwrap_err();
+    assert!(matches!(err, DurableError::PayloadTooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("17 bytes"), "{err}");
+    assert_eq!(q.len().unwrap(), 0, "a rejected batch stores nothing");
+    let far = SystemTime::UNIX_EPOCH + Duration::from_secs(600 * 365 * 86_400);
+    assert!(matches!(q.send_at(b"x", far), Err(DurableError::DeadlineOutOfRange)));
+    assert!(matches!(q.send_after(b"x", Duration::MAX), Err(DurableError::DeadlineOutOfRange)));
+    assert!(matches!(q.reserve_timeout(Duration::ZERO, ms(1)), Err(DurableError::InvalidArgument(_))));
+    assert_eq!(q.len().unwrap(), 0);
+    q.send_after(&[7u8; 16], ms(0)).unwrap();
+    assert_eq!(q.reserve(LEASE).unwrap().payload(), &[7u8; 16]);
+}
+
+/// Many producer and consumer threads: every job acked exactly once, none early.
+pub fn threads_lose_nothing_and_deliver_nothing_early(q: impl JobQueue + 'static) {
+    let q = Arc::new(q);
+    let per = 200u32;
+    let acked: Arc<Mutex<HashMap<u32, u32>>> = Arc::default();
+    let producers: Vec<_> = (0..4u32)
+        .map(|p| {
+            let q = q.clone();
+            thread::spawn(move || {
+                for i in 0..per {
+                    let n = p * per + i;
+                    q.send_after(&n.to_le_bytes(), ms(u64::from(n % 7) * 5)).unwrap();
+                }
+            })
+        })
+        .collect();
+    let consumers: Vec<_> = (0..4)
+        .map(|_| {
+            let (q, acked) = (q.clone(), acked.clone());
+            thread::spawn(move || {
+                while let Some(job) = q.reserve_timeout(LEASE, ms(1500)).unwrap() {
+                    assert!(SystemTime::now() >= job.deadline(), "early delivery");
+                    assert_eq!(job.attempt(), 1);
+                    let n = u32::from_le_bytes(job.payload().try_into().unwrap());
+                    assert!(q.ack(&job).unwrap());
+                    *acked.lock().unwrap().entry(n).or_default() += 1;
+                }
+            })
+        })
+        .collect();
+    for t in producers.into_iter().chain(consumers) {
+        t.join().unwrap();
+    }
+    let acked = acked.lock().unwrap();
+    assert_eq!(acked.len(), (4 * per) as usize, "lost jobs");
+    assert!(acked.values().all(|&n| n == 1), "a job was acked twice");
+    assert_eq!(q.len().unwrap(), 0);
+}
+
+/// Generates one `#[test]` per conformance case for a backend. `$open` is a
+/// `fn(Opts) -> impl JobQueue + 'static` giving a fresh, empty queue.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($open:path) => {
+        mod conformance_cases {
+            use super::conformance::{self, Opts};
+            fn open(opts: Opts) -> impl delayq_durable::JobQueue + 'static {
+                $open(opts)
+            }
+            #[test]
+            fn reserve_and_ack_round_trip() {
+                conformance::reserve_and_ack_round_trip(open(Opts::default()));
+            }
+            #[test]
+            fn never_early_and_in_deadline_order() {
+                conformance::never_early_and_in_deadline_order(open(Opts::default()));
+            }
+            #[test]
+            fn a_past_deadline_is_due_at_once_and_a_far_one_waits() {
+                conformance::a_past_deadline_is_due_at_once_and_a_far_one_waits(open(Opts::default()));
+            }
+            #[test]
+            fn an_expired_lease_redelivers_and_the_stale_ack_fails() {
+                conformance::an_expired_lease_redelivers_and_the_stale_ack_fails(open(Opts::default()));
+            }
+            #[test]
+            fn an_ack_after_the_lease_ends_but_before_redelivery_succeeds() {
+                conformance::an_ack_after_the_lease_ends_but_before_redelivery_succeeds(
+                    open(Opts::default()),
+                );
+            }
+            #[test]
+            fn nack_retries_at_the_given_time_as_the_next_attempt() {
+                conformance::nack_retries_at_the_given_time_as_the_next_attempt(open(Opts::default()));
+            }
+            #[test]
+            fn extend_keeps_the_job_from_redelivery() {
+                conformance::extend_keeps_the_job_from_redelivery(open(Opts::default()));
+            }
+            #[test]
+            fn failed_deliveries_go_dead_and_can_be_requeued() {
+                conformance::failed_deliveries_go_dead_and_can_be_requeued(open(Opts {
+                    max_attempts: 2,
+                    ..Opts::default()
+                }));
+            }
+            #[test]
+            fn cancel_removes_pending_and_leased_jobs() {
+                conformance::cancel_removes_pending_and_leased_jobs(open(Opts::default()));
+            }
+            #[test]
+            fn batches_send_and_ack_together() {
+                conformance::batches_send_and_ack_together(open(Opts::default()));
+            }
+            #[test]
+            fn bad_arguments_get_clear_errors_and_store_nothing() {
+                conformance::bad_arguments_get_clear_errors_and_store_nothing(open(Opts {
+                    max_payload: 16,
+                    ..Opts::default()
+                }));
+            }
+            #[test]
+            fn threads_lose_nothing_and_deliver_nothing_early() {
+                conformance::threads_lose_nothing_and_deliver_nothing_early(open(Opts::default()));
+            }
+        }
+    };
+}

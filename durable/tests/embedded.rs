@@ -1,0 +1,401 @@
+//! The embedded (redb) backend: the conformance suite, then what only a file
+//! has — recovery, locking, corrupt and unreadable files, durability windows.
+
+mod conformance;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use conformance::{ms, Opts};
+use delayq_durable::{Durability, DurableError, DurableQueue};
+
+/// A directory removed when dropped.
+/// (test helper)
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A fresh directory.
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "delayq-durable-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    /// A path inside it.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A queue that owns its temporary directory.
+pub struct Fresh {
+    queue: DurableQueue,
+    _dir: TempDir,
+}
+
+impl std::ops::Deref for Fresh {
+    type Target = DurableQueue;
+    fn deref(&self) -> &DurableQueue {
+        &self.queue
+    }
+}
+
+fn open_fresh(opts: Opts) -> FreshQueue {
+    let dir = TempDir::new("conf");
+    let queue = DurableQueue::builder()
+        .max_attempts(opts.max_attempts)
+        .max_payload(opts.max_payload)
+        .open(dir.file("q.redb"))
+        .unwrap();
+    FreshQueue(Fresh { queue, _dir: dir })
+}
+
+/// `JobQueue` for a queue and its directory (the directory outlives the queue).
+pub struct FreshQueue(Fresh);
+
+macro_rules! delegate {
+    ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+        impl delayq_durable::JobQueue for FreshQueue {
+            $(fn $name(&self, $($arg: $ty),*) -> $ret { delayq_durable::JobQueue::$name(&self.0.queue, $($arg),*) })*
+        }
+    };
+}
+use delayq_durable::{Job, JobId, Stats};
+delegate! {
+    send_at(payload: &[u8], at: SystemTime) -> Result<JobId, DurableError>;
+    send_after(payload: &[u8], delay: Duration) -> Result<JobId, DurableError>;
+    send_many(jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError>;
+    reserve(lease: Duration) -> Result<Job, DurableError>;
+    reserve_timeout(lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError>;
+    ack(job: &Job) -> Result<bool, DurableError>;
+    nack(job: &Job, retry_at: SystemTime) -> Result<bool, DurableError>;
+    extend(job: &Job, lease: Duration) -> Result<bool, DurableError>;
+    cancel(id: JobId) -> Result<bool, DurableError>;
+    len() -> Result<u64, DurableError>;
+    stats() -> Result<Stats, DurableError>;
+    dead_jobs(limit: usize) -> Result<Vec<Job>, DurableError>;
+    requeue_dead(id: JobId, at: SystemTime) -> Result<bool, DurableError>;
+}
+
+conformance_tests!(super::open_fresh);
+
+const LEASE: Duration = Duration::from_secs(30);
+
+#[test]
+fn reopening_recovers_pending_jobs_and_redelivers_orphaned_leases_at_once() {
+    let dir = TempDir::new("recover");
+    let path = dir.file("q.redb");
+    let (far, leased_id);
+    {
+        let q = DurableQueue::open(&path).unwrap();
+        far = q.send_after(b"far", Duration::from_secs(3600)).unwrap();
+        leased_id = q.send_after(b"leased", ms(0)).unwrap();
+        q.send_after(b"soon", ms(150)).unwrap();
+        let job = q.reserve(Duration::from_secs(3600)).unwrap();
+        assert_eq!((job.id(), job.attempt()), (leased_id, 1));
+        // The holder "crashes": the queue is dropped with the lease open.
+    }
+    let q = DurableQueue::open(&path).unwrap();
+    let s = q.stats();
+    assert_eq!((s.pending, s.leased), (2, 1));
+    let job = q.reserve_timeout(LEASE, ms(100)).unwrap().expect("an orphaned lease is due at once");
+    assert_eq!((job.id(), job.attempt(), job.payload()), (leased_id, 2, &b"leased"[..]));
+    assert!(q.ack(&job).unwrap());
+    let soon = q.reserve_timeout(LEASE, Duration::from_secs(5)).unwrap().unwrap();
+    assert_eq!(soon.payload(), b"soon");
+    assert!(SystemTime::now() >= soon.deadline());
+    assert!(q.ack(&soon).unwrap());
+    let new = q.send_after(b"new", ms(0)).unwrap();
+    assert!(new > far, "ids are never reused: {new:?} after {far:?}");
+    assert_eq!(q.len().unwrap(), 2);
+}
+
+#[test]
+fn a_second_opener_in_this_process_is_told_the_file_is_locked() {
+    let dir = TempDir::new("lock");
+    let path = dir.file("q.redb");
+    let q = DurableQueue::open(&path).unwrap();
+    let err = DurableQueue::open(&path).unwrap_err();
+    assert!(err.is_locked(), "{err:?}");
+    assert!(err.to_string().contains("locked"), "{err}");
+    drop(q);
+    DurableQueue::open(&path).unwrap();
+}
+
+/// Run as a child: opens the file named by the env var and prints the outcome.
+#[test]
+fn child_opens_the_named_file() {
+    let Some(path) = std::env::var_os("DELAYQ_DURABLE_CHILD_OPEN") else { return };
+    match DurableQueue::open(Path::new(&path)) {
+        Ok(_) => println!("CHILD: opened"),
+        Err(e) => println!("CHILD: {} / {e}", if e.is_locked() { "locked" } else { "other" }),
+    }
+}
+
+#[test]
+fn a_second_process_is_told_the_file_is_locked() {
+    let dir = TempDir::new("lock2");
+    let path = dir.file("q.redb");
+    let q = DurableQueue::open(&path).unwrap();
+    let run_child = || {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_opens_the_named_file", "--nocapture", "--test-threads=1"])
+            .env("DELAYQ_DURABLE_CHILD_OPEN", &path)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = run_child();
+    assert!(out.contains("CHILD: locked / database"), "{out}");
+    drop(q);
+    let out = run_child();
+    assert!(out.contains("CHILD: opened"), "{out}");
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_reported_corrupt_and_left_alone() {
+    let dir = TempDir::new("garbage");
+    let path = dir.file("q.redb");
+    let garbage: Vec<u8> = (0..64 * 1024u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    std::fs::write(&path, &garbage).unwrap();
+    let err = DurableQueue::open(&path).unwrap_err();
+    assert!(err.is_corrupt(), "{err:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), garbage, "the file was changed");
+}
+
+#[test]
+fn a_truncated_or_altered_database_gives_an_error_not_a_panic() {
+    let dir = TempDir::new("trunc");
+    let path = dir.file("q.redb");
+    {
+        let q = DurableQueue::open(&path).unwrap();
+        let payload = vec![b'j'; 300];
+        for _ in 0..200 {
+            q.send_after(&payload, Duration::from_secs(3600)).unwrap();
+        }
+    }
+    let good = std::fs::read(&path).unwrap();
+    let mut cases = Vec::new();
+    for cut in [good.len() / 2, good.len() / 4, 4096, 100] {
+        cases.push((format!("truncated to {cut}"), good[..cut].to_vec()));
+    }
+    for at in (512..good.len()).step_by(good.len() / 7) {
+        let mut bad = good.clone();
+        bad[at] ^= 0x5a;
+        cases.push((format!("byte {at} flipped"), bad));
+    }
+    let mut refused = 0;
+    for (what, bytes) in cases {
+        std::fs::write(&path, &bytes).unwrap();
+        match DurableQueue::open(&path) {
+            Err(e) => {
+                refused += 1;
+                assert!(
+                    matches!(e, DurableError::Corrupt { .. } | DurableError::Io { .. }),
+                    "{what}: unexpected error {e:?}"
+                );
+            }
+            // An alteration the checks cannot see (in free space) may open,
+            // but must not lose a job.
+            Ok(q) => assert_eq!(q.len().unwrap(), 200, "{what}: opened and lost jobs"),
+        }
+    }
+    assert!(refused >= 4, "truncations must be refused");
+}
+
+#[test]
+fn a_record_that_does_not_decode_fails_the_open_naming_the_job() {
+    let dir = TempDir::new("record");
+    let path = dir.file("q.redb");
+    {
+        let q = DurableQueue::open(&path).unwrap();
+        q.send_after(b"fine", Duration::from_secs(60)).unwrap();
+    }
+    {
+        let db = redb::Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut t = txn.open_table(redb::TableDefinition::<u64, &[u8]>::new("delayq_jobs")).unwrap();
+            t.insert(5, &b"\x01\x09short"[..]).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let err = DurableQueue::open(&path).unwrap_err();
+    assert!(err.is_corrupt(), "{err:?}");
+    assert!(err.to_string().contains("job 5"), "{err}");
+}
+
+#[test]
+fn a_redb_file_of_another_application_is_refused() {
+    let dir = TempDir::new("foreign");
+    let path = dir.file("q.redb");
+    {
+        let db = redb::Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(redb::TableDefinition::<&str, &str>::new("delayq_jobs"))
+            .unwrap()
+            .insert("a", "b")
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let err = DurableQueue::open(&path).unwrap_err();
+    assert!(err.is_corrupt(), "{err:?}");
+}
+
+#[test]
+fn unusable_paths_give_io_errors() {
+    let dir = TempDir::new("paths");
+    let missing = dir.file("no/such/dir/q.redb");
+    let err = DurableQueue::open(&missing).unwrap_err();
+    assert!(matches!(err, DurableError::Io { .. }), "{err:?}");
+    assert!(err.to_string().contains("no/such/dir"), "{err}");
+    let file = dir.file("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let err = DurableQueue::open(file.join("q.redb")).unwrap_err();
+    assert!(matches!(err, DurableError::Io { .. }), "{err:?}");
+    let err = DurableQueue::open(dir.file("")).unwrap_err();
+    assert!(matches!(err, DurableError::Io { .. }), "a directory: {err:?}");
+}
+
+/// Run as a child: fills "the disk" (RLIMIT_FSIZE: writes past it fail with
+/// EFBIG, as on a full disk they fail with ENOSPC) under an open queue.
+#[test]
+fn child_fills_the_disk() {
+    let Some(path) = std::env::var_os("DELAYQ_DURABLE_CHILD_FULL") else { return };
+    let q = DurableQueue::open(Path::new(&path)).unwrap();
+    for i in 0..10u32 {
+        q.send_after(&i.to_le_bytes(), Duration::from_secs(60)).unwrap();
+    }
+    let size = std::fs::metadata(&path).unwrap().len();
+    // SAFETY: plain libc calls with valid arguments; this child runs one test.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        let limit = libc::rlimit { rlim_cur: size as libc::rlim_t, rlim_max: libc::RLIM_INFINITY };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+    }
+    let big = vec![7u8; 512 * 1024];
+    let mut stored = 10;
+    let err = loop {
+        match q.send_after(&big, Duration::from_secs(60)) {
+            Ok(_) => stored += 1,
+            Err(e) => break e,
+        }
+        assert!(stored < 1000, "the file limit never bit");
+    };
+    println!("CHILD: full: {err}");
+    assert!(matches!(err, DurableError::Io { .. } | DurableError::Storage(_)), "{err:?}");
+    assert_eq!(q.len().unwrap(), stored, "a failed send changed the count");
+    // Space comes back: the queue goes on (the writer reopened the file after
+    // the I/O error; redb refuses writes on a handle that saw one).
+    // SAFETY: as above.
+    unsafe {
+        let limit = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+    }
+    q.send_after(b"after", Duration::from_secs(60)).expect("a send once space is back");
+    stored += 1;
+    let job = q.reserve_timeout(Duration::from_secs(30), Duration::ZERO).unwrap();
+    assert!(job.is_none(), "nothing is due");
+    println!("CHILD: stored {stored}");
+}
+
+#[test]
+fn a_full_disk_gives_a_clear_error_and_loses_no_stored_job() {
+    let dir = TempDir::new("full");
+    let path = dir.file("q.redb");
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_fills_the_disk", "--nocapture", "--test-threads=1"])
+        .env("DELAYQ_DURABLE_CHILD_FULL", &path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("CHILD: full: "), "{stdout}");
+    let stored: u64 =
+        stdout.split("CHILD: stored ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    let q = DurableQueue::open(&path).unwrap();
+    assert_eq!(q.len().unwrap(), stored, "jobs whose send returned Ok were lost");
+}
+
+#[test]
+fn bad_options_are_refused() {
+    let dir = TempDir::new("opts");
+    let err = DurableQueue::builder().max_attempts(0).open(dir.file("q.redb")).unwrap_err();
+    assert!(matches!(err, DurableError::InvalidArgument(_)), "{err:?}");
+    let err = DurableQueue::builder()
+        .durability(Durability::Window(Duration::ZERO))
+        .open(dir.file("q.redb"))
+        .unwrap_err();
+    assert!(err.to_string().contains("window"), "{err}");
+}
+
+#[test]
+fn concurrent_senders_share_commits() {
+    let dir = TempDir::new("group");
+    let q = DurableQueue::open(dir.file("q.redb")).unwrap();
+    let before = q.commit_stats();
+    std::thread::scope(|s| {
+        for t in 0..16u32 {
+            let q = &q;
+            s.spawn(move || {
+                for i in 0..50u32 {
+                    q.send_after(&(t * 1000 + i).to_le_bytes(), Duration::from_secs(60)).unwrap();
+                }
+            });
+        }
+    });
+    let after = q.commit_stats();
+    let commits = after.durable_commits - before.durable_commits;
+    assert_eq!(q.len().unwrap(), 800);
+    assert_eq!(after.ops - before.ops, 800);
+    assert!(commits < 800, "800 sends from 16 threads took {commits} fsync'd commits: no grouping");
+}
+
+#[test]
+fn a_durability_window_syncs_late_but_loses_nothing_on_a_clean_drop() {
+    let dir = TempDir::new("window");
+    let path = dir.file("q.redb");
+    {
+        let q = DurableQueue::builder().durability(Durability::Window(ms(50))).open(&path).unwrap();
+        for i in 0..20u32 {
+            q.send_after(&i.to_le_bytes(), Duration::from_secs(60)).unwrap();
+        }
+        let s = q.commit_stats();
+        assert!(s.durable_commits < s.commits, "{s:?}: every commit was synced");
+        std::thread::sleep(ms(150));
+        let s2 = q.commit_stats();
+        assert!(s2.durable_commits > s.durable_commits, "{s2:?}: no sync after the window");
+    }
+    assert_eq!(DurableQueue::open(&path).unwrap().len().unwrap(), 20);
+}
+
+#[test]
+fn close_wakes_blocked_reserves_and_lets_holders_finish() {
+    let dir = TempDir::new("close");
+    let q = DurableQueue::open(dir.file("q.redb")).unwrap();
+    q.send_after(b"held", ms(0)).unwrap();
+    let held = q.reserve(LEASE).unwrap();
+    q.send_after(b"later", Duration::from_secs(3600)).unwrap();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| q.reserve(LEASE));
+        std::thread::sleep(ms(100));
+        q.close();
+        assert!(waiter.join().unwrap().unwrap_err().is_closed());
+    });
+    assert!(q.send_after(b"x", ms(0)).unwrap_err().is_closed());
+    assert!(q.ack(&held).unwrap(), "a holder can still ack after close");
+    assert_eq!(q.len().unwrap(), 1, "the later job stays in the file");
+}
