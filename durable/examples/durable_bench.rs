@@ -5,7 +5,13 @@
 //! cargo run --release -p delayq-durable --example durable_bench            # everything, 5 repeats
 //! cargo run --release -p delayq-durable --example durable_bench -- engine  # redb alone: append vs delete-at-head
 //! cargo run --release -p delayq-durable --example durable_bench -- queue --repeats 3 --jobs 20000
+//! cargo run --release -p delayq-durable --features redis --example durable_bench -- compare  # against Redis
 //! ```
+//!
+//! `compare` (feature `redis`; needs `redis-server` on the PATH) starts a
+//! private server on a free loopback port (AOF, `appendfsync always`) and runs
+//! the end-to-end workloads and a paced lateness run on both backends,
+//! interleaved.
 //!
 //! `queue` measures, with fsync on every commit (`Durability::Immediate`):
 //! one sender (one fsync per job, the baseline), 16 concurrent senders (group
@@ -21,7 +27,11 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use delayq_durable::DurableQueue;
+use delayq_durable::{DurableQueue, JobQueue};
+
+#[cfg(feature = "redis")]
+#[path = "../tests/redis_server/mod.rs"]
+mod redis_server;
 use redb::{Database, TableDefinition};
 
 const PAYLOAD: usize = 100;
@@ -40,9 +50,9 @@ fn args() -> Args {
         match arg.as_str() {
             "--repeats" => a.repeats = it.next().and_then(|v| v.parse().ok()).expect("--repeats N"),
             "--jobs" => a.jobs = it.next().and_then(|v| v.parse().ok()).expect("--jobs N"),
-            "engine" | "queue" | "all" => a.what = arg,
+            "engine" | "queue" | "compare" | "all" => a.what = arg,
             "--help" | "-h" => {
-                println!("durable_bench [engine|queue|all] [--repeats N] [--jobs N]");
+                println!("durable_bench [engine|queue|compare|all] [--repeats N] [--jobs N]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other:?} (try --help)"),
@@ -204,6 +214,21 @@ fn sends(threads: u64, jobs: u64, batch: usize) -> Run {
 
 fn end_to_end(threads: u64, jobs: u64, batch: usize) -> Run {
     let (q, path) = fresh("e2e");
+    let run = end_to_end_on(q.clone(), threads, jobs, batch, || q.commit_stats().durable_commits);
+    drop(q);
+    let _ = std::fs::remove_file(path);
+    run
+}
+
+/// 16 producers and 16 consumers on any backend; `fsyncs` reads the backend's
+/// durable-commit count (0 where it has none).
+fn end_to_end_on<Q: JobQueue + Clone + 'static>(
+    q: Q,
+    threads: u64,
+    jobs: u64,
+    batch: usize,
+    fsyncs: impl Fn() -> u64,
+) -> Run {
     let per = jobs / threads;
     let total = per * threads;
     let acked = Arc::new(AtomicU64::new(0));
@@ -246,22 +271,71 @@ fn end_to_end(threads: u64, jobs: u64, batch: usize) -> Run {
             }
         }));
     }
-    let before = q.commit_stats();
+    let before = fsyncs();
     barrier.wait();
     let start = Instant::now();
     for w in workers {
         w.join().unwrap();
     }
     let secs = start.elapsed().as_secs_f64();
-    let after = q.commit_stats();
+    let after = fsyncs();
     assert_eq!(acked.load(Ordering::Relaxed), total);
     assert_eq!(q.len().unwrap(), 0);
-    drop(q);
-    let _ = std::fs::remove_file(path);
-    Run {
-        jobs_per_s: total as f64 / secs,
-        fsyncs_per_1000: (after.durable_commits - before.durable_commits) as f64 * 1000.0 / total as f64,
+    Run { jobs_per_s: total as f64 / secs, fsyncs_per_1000: (after - before) as f64 * 1000.0 / total as f64 }
+}
+
+/// Lateness of a paced run: p50, p99, max (µs) and early deliveries.
+#[cfg(feature = "redis")]
+type Lateness = (u64, u64, u64, u64);
+
+/// One producer sends `rate` jobs/s, each due `delay` later, for `secs`; four
+/// consumers reserve and ack. Lateness = when `reserve` returned − the job's
+/// deadline (both on this client's clock). Returns (p50, p99, max) in µs and
+/// the count of early deliveries.
+#[cfg(feature = "redis")]
+fn paced<Q: JobQueue + Clone + 'static>(q: Q, rate: u64, delay: Duration, secs: u64) -> Lateness {
+    let total = rate * secs;
+    let lateness = Arc::new(std::sync::Mutex::new(Vec::with_capacity(total as usize)));
+    let early = Arc::new(AtomicU64::new(0));
+    let got = Arc::new(AtomicU64::new(0));
+    let consumers: Vec<_> = (0..4)
+        .map(|_| {
+            let (q, lateness, early, got) = (q.clone(), lateness.clone(), early.clone(), got.clone());
+            thread::spawn(move || {
+                while got.load(Ordering::Relaxed) < total {
+                    let Some(job) = q.reserve_timeout(LEASE, Duration::from_millis(50)).unwrap() else {
+                        continue;
+                    };
+                    let now = SystemTime::now();
+                    match now.duration_since(job.deadline()) {
+                        Ok(late) => lateness.lock().unwrap().push(late.as_micros() as u64),
+                        Err(_) => {
+                            early.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    assert!(q.ack(&job).unwrap());
+                    got.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let payload = [0u8; PAYLOAD];
+    let start = Instant::now();
+    for i in 0..total {
+        let at = start + Duration::from_nanos(i * 1_000_000_000 / rate);
+        if let Some(wait) = at.checked_duration_since(Instant::now()) {
+            thread::sleep(wait);
+        }
+        q.send_after(&payload, delay).unwrap();
     }
+    for c in consumers {
+        c.join().unwrap();
+    }
+    let mut l = lateness.lock().unwrap().clone();
+    l.sort_unstable();
+    let pick =
+        |f: f64| l.get(((l.len() as f64 * f) as usize).min(l.len().saturating_sub(1))).copied().unwrap_or(0);
+    (pick(0.5), pick(0.99), l.last().copied().unwrap_or(0), early.load(Ordering::Relaxed))
 }
 
 fn queue(repeats: usize, jobs: u64) {
@@ -303,6 +377,62 @@ fn queue(repeats: usize, jobs: u64) {
     }
 }
 
+/// The embedded queue against Redis (a private `redis-server`, AOF with
+/// `appendfsync always`, on loopback), in one run, interleaved.
+#[cfg(feature = "redis")]
+fn compare(repeats: usize, jobs: u64) {
+    let server = redis_server::RedisServer::start("bench");
+    let redis_q = |tag: &str| {
+        delayq_durable::RedisQueue::connect(&server.url(), &format!("bench-{tag}-{}", std::process::id()))
+            .unwrap()
+    };
+    println!("## embedded (redb) vs Redis {} (AOF, appendfsync always), same run", redis_version());
+    println!(
+        "(jobs/s sent + reserved + acked, 16 producers + 16 consumers; min / median / max of {repeats})"
+    );
+    let mut e2e: Vec<(&str, Vec<f64>)> =
+        ["embedded, per job", "redis, per job", "embedded, batches of 64", "redis, batches of 64"]
+            .into_iter()
+            .map(|n| (n, Vec::new()))
+            .collect();
+    let mut lateness: Vec<(&str, Vec<Lateness>)> = vec![("embedded", Vec::new()), ("redis", Vec::new())];
+    for r in 0..repeats {
+        e2e[0].1.push(end_to_end(16, jobs, 1).jobs_per_s);
+        e2e[1].1.push(end_to_end_on(redis_q(&format!("e{r}")), 16, jobs, 1, || 0).jobs_per_s);
+        e2e[2].1.push(end_to_end(16, jobs * 4, 64).jobs_per_s);
+        e2e[3].1.push(end_to_end_on(redis_q(&format!("b{r}")), 16, jobs * 4, 64, || 0).jobs_per_s);
+        let (q, path) = fresh("paced");
+        lateness[0].1.push(paced(q, 1000, Duration::from_millis(20), 3));
+        let _ = std::fs::remove_file(path);
+        lateness[1].1.push(paced(redis_q(&format!("p{r}")), 1000, Duration::from_millis(20), 3));
+        eprintln!("repeat {} done, load {}", r + 1, loadavg());
+    }
+    for (name, xs) in e2e {
+        println!("  {name:<28} {}", summary(xs));
+    }
+    println!("paced: 1,000 jobs/s for 3 s, each due 20 ms after its send, 4 consumers; lateness µs (reserve returned − deadline)");
+    println!("(per repeat: p50 / p99 / max, early)");
+    for (name, runs) in lateness {
+        let cells: Vec<String> =
+            runs.iter().map(|(p50, p99, max, early)| format!("{p50}/{p99}/{max}, {early}")).collect();
+        println!("  {name:<10} {}", cells.join("  |  "));
+    }
+}
+
+#[cfg(feature = "redis")]
+fn redis_version() -> String {
+    let out = std::process::Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .map(|o| o.stdout)
+        .unwrap_or_default();
+    String::from_utf8_lossy(&out)
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .unwrap_or("?")
+        .to_string()
+}
+
 fn main() {
     let a = args();
     println!(
@@ -315,6 +445,14 @@ fn main() {
     }
     if a.what == "queue" || a.what == "all" {
         queue(a.repeats, a.jobs);
+    }
+    #[cfg(feature = "redis")]
+    if a.what == "compare" || a.what == "all" {
+        compare(a.repeats, a.jobs);
+    }
+    #[cfg(not(feature = "redis"))]
+    if a.what == "compare" {
+        eprintln!("`compare` needs the redis feature: --features redis");
     }
     println!("load average after: {}", loadavg());
     let _ = std::fs::remove_dir_all(dir());

@@ -46,8 +46,12 @@ pub trait JobQueue: Send + Sync {
     fn reserve(&self, lease: Duration) -> Result<Job, DurableError>;
     /// As `reserve`, `Ok(None)` after `timeout`.
     fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError>;
+    /// Waits up to `timeout` for due jobs, then leases up to `max` of them at once.
+    fn reserve_many(&self, lease: Duration, max: usize, timeout: Duration) -> Result<Vec<Job>, DurableError>;
     /// Deletes a job the caller holds the lease of; `Ok(false)` if the lease is not the caller's any more.
     fn ack(&self, job: &Job) -> Result<bool, DurableError>;
+    /// `ack` for several jobs; the flags in order.
+    fn ack_many(&self, jobs: &[Job]) -> Result<Vec<bool>, DurableError>;
     /// Retries the job at `retry_at`, or moves it to the dead set after its last attempt.
     fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError>;
     /// Extends the caller's lease to `lease` from now.
@@ -84,8 +88,14 @@ impl JobQueue for DurableQueue {
     fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
         DurableQueue::reserve_timeout(self, lease, timeout)
     }
+    fn reserve_many(&self, lease: Duration, max: usize, timeout: Duration) -> Result<Vec<Job>, DurableError> {
+        DurableQueue::reserve_many(self, lease, max, timeout)
+    }
     fn ack(&self, job: &Job) -> Result<bool, DurableError> {
         DurableQueue::ack(self, job)
+    }
+    fn ack_many(&self, jobs: &[Job]) -> Result<Vec<bool>, DurableError> {
+        DurableQueue::ack_many(self, jobs)
     }
     fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
         DurableQueue::nack(self, job, retry_at)

@@ -31,6 +31,7 @@
 //! | type | where the jobs live | for |
 //! | --- | --- | --- |
 //! | [`DurableQueue`] | one [redb] file (pure Rust, ACID, copy-on-write B-tree) | one process; no server to run (the default) |
+//! | `RedisQueue` (feature `redis`) | a Redis server: sorted sets, one Lua script per state change | many processes on many machines |
 //!
 //! Both implement [`JobQueue`], the contract; [`Typed`] (feature `serde`, on by
 //! default) carries any `Serialize + DeserializeOwned` payload as JSON over
@@ -71,6 +72,8 @@ mod error;
 mod job;
 mod queue;
 mod record;
+#[cfg(feature = "redis")]
+mod redis_queue;
 mod reply;
 #[cfg(feature = "serde")]
 mod typed;
@@ -81,5 +84,7 @@ pub use crate::contract::JobQueue;
 pub use crate::error::DurableError;
 pub use crate::job::{Job, JobId, Stats};
 pub use crate::queue::{CommitStats, DurableQueue};
+#[cfg(feature = "redis")]
+pub use crate::redis_queue::{RedisBuilder, RedisQueue};
 #[cfg(feature = "serde")]
 pub use crate::typed::{Typed, TypedJob};

@@ -53,14 +53,14 @@ impl std::ops::Deref for Fresh {
     }
 }
 
-fn open_fresh(opts: Opts) -> FreshQueue {
+fn open_fresh(opts: Opts) -> Option<FreshQueue> {
     let dir = TempDir::new("conf");
     let queue = DurableQueue::builder()
         .max_attempts(opts.max_attempts)
         .max_payload(opts.max_payload)
         .open(dir.file("q.redb"))
         .unwrap();
-    FreshQueue(Fresh { queue, _dir: dir })
+    Some(FreshQueue(Fresh { queue, _dir: dir }))
 }
 
 /// `JobQueue` for a queue and its directory (the directory outlives the queue).
@@ -80,7 +80,9 @@ delegate! {
     send_many(jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError>;
     reserve(lease: Duration) -> Result<Job, DurableError>;
     reserve_timeout(lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError>;
+    reserve_many(lease: Duration, max: usize, timeout: Duration) -> Result<Vec<Job>, DurableError>;
     ack(job: &Job) -> Result<bool, DurableError>;
+    ack_many(jobs: &[Job]) -> Result<Vec<bool>, DurableError>;
     nack(job: &Job, retry_at: SystemTime) -> Result<bool, DurableError>;
     extend(job: &Job, lease: Duration) -> Result<bool, DurableError>;
     cancel(id: JobId) -> Result<bool, DurableError>;

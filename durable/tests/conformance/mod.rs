@@ -27,6 +27,14 @@ pub fn ms(n: u64) -> Duration {
 }
 
 const LEASE: Duration = Duration::from_secs(30);
+
+/// Deadlines as two backends report them: exact for the file, and for Redis
+/// the server's microseconds mapped to this client's clock by the offset
+/// measured on each reply (so within a few ms).
+fn close_to(a: SystemTime, b: SystemTime) -> bool {
+    let d = a.duration_since(b).unwrap_or_else(|e| e.duration());
+    d < Duration::from_millis(20)
+}
 /// How long a test waits for something that must happen (generous: CI is slow).
 const PATIENCE: Duration = Duration::from_secs(10);
 
@@ -89,7 +97,7 @@ pub fn an_expired_lease_redelivers_and_the_stale_ack_fails(q: impl JobQueue) {
     assert!(SystemTime::now() >= first.lease_deadline().unwrap(), "redelivered before the lease ended");
     assert_eq!(second.id(), id);
     assert_eq!(second.attempt(), 2);
-    assert_eq!(second.deadline(), first.deadline(), "a redelivery keeps its deadline");
+    assert!(close_to(second.deadline(), first.deadline()), "a redelivery keeps its deadline");
     assert!(!q.ack(&first).unwrap(), "a stale ack must not delete a re-leased job");
     assert!(!q.extend(&first, LEASE).unwrap());
     assert!(!q.nack(&first, SystemTime::now()).unwrap());
@@ -116,7 +124,7 @@ pub fn nack_retries_at_the_given_time_as_the_next_attempt(q: impl JobQueue) {
     let again = q.reserve_timeout(LEASE, PATIENCE).unwrap().unwrap();
     assert!(SystemTime::now() >= retry_at, "retried early");
     assert_eq!((again.id(), again.attempt()), (id, 2));
-    assert_eq!(again.deadline(), retry_at);
+    assert!(close_to(again.deadline(), retry_at), "{:?} vs {retry_at:?}", again.deadline());
     assert!(q.ack(&again).unwrap());
 }
 
@@ -254,70 +262,87 @@ pub fn threads_lose_nothing_and_deliver_nothing_early(q: impl JobQueue + 'static
 }
 
 /// Generates one `#[test]` per conformance case for a backend. `$open` is a
-/// `fn(Opts) -> impl JobQueue + 'static` giving a fresh, empty queue.
+/// `fn(Opts) -> Option<impl JobQueue + 'static>` giving a fresh, empty queue
+/// (`None`: the backend is not available here, and the opener said so loudly).
 #[macro_export]
 macro_rules! conformance_tests {
     ($open:path) => {
         mod conformance_cases {
             use super::conformance::{self, Opts};
-            fn open(opts: Opts) -> impl delayq_durable::JobQueue + 'static {
+            fn open(opts: Opts) -> Option<impl delayq_durable::JobQueue + 'static> {
                 $open(opts)
             }
             #[test]
             fn reserve_and_ack_round_trip() {
-                conformance::reserve_and_ack_round_trip(open(Opts::default()));
+                if let Some(q) = open(Opts::default()) {
+                    conformance::reserve_and_ack_round_trip(q);
+                }
             }
             #[test]
             fn never_early_and_in_deadline_order() {
-                conformance::never_early_and_in_deadline_order(open(Opts::default()));
+                if let Some(q) = open(Opts::default()) {
+                    conformance::never_early_and_in_deadline_order(q);
+                }
             }
             #[test]
             fn a_past_deadline_is_due_at_once_and_a_far_one_waits() {
-                conformance::a_past_deadline_is_due_at_once_and_a_far_one_waits(open(Opts::default()));
+                if let Some(q) = open(Opts::default()) {
+                    conformance::a_past_deadline_is_due_at_once_and_a_far_one_waits(q);
+                }
             }
             #[test]
             fn an_expired_lease_redelivers_and_the_stale_ack_fails() {
-                conformance::an_expired_lease_redelivers_and_the_stale_ack_fails(open(Opts::default()));
+                if let Some(q) = open(Opts::default()) {
+                    conformance::an_expired_lease_redelivers_and_the_stale_ack_fails(q);
+                }
             }
             #[test]
             fn an_ack_after_the_lease_ends_but_before_redelivery_succeeds() {
-                conformance::an_ack_after_the_lease_ends_but_before_redelivery_succeeds(
-                    open(Opts::default()),
-                );
+                if let Some(q) = open(Opts::default()) {
+                    conformance::an_ack_after_the_lease_ends_but_before_redelivery_succeeds(q);
+                }
             }
             #[test]
             fn nack_retries_at_the_given_time_as_the_next_attempt() {
-                conformance::nack_retries_at_the_given_time_as_the_next_attempt(open(Opts::default()));
+                if let Some(q) = open(Opts::default()) {
+                    conformance::nack_retries_at_the_given_time_as_the_next_attempt(q);
+                }
             }
             #[test]
             fn extend_keeps_the_job_from_redelivery() {
-                conformance::extend_keeps_the_job_from_redelivery(open(Opts::default()));
+                if let Some(q) = open(Opts::default()) {
+                    conformance::extend_keeps_the_job_from_redelivery(q);
+                }
             }
             #[test]
             fn failed_deliveries_go_dead_and_can_be_requeued() {
-                conformance::failed_deliveries_go_dead_and_can_be_requeued(open(Opts {
-                    max_attempts: 2,
-                    ..Opts::default()
-                }));
+                if let Some(q) = open(Opts { max_attempts: 2, ..Opts::default() }) {
+                    conformance::failed_deliveries_go_dead_and_can_be_requeued(q);
+                }
             }
             #[test]
             fn cancel_removes_pending_and_leased_jobs() {
-                conformance::cancel_removes_pending_and_leased_jobs(open(Opts::default()));
+                if let Some(q) = open(Opts::default()) {
+                    conformance::cancel_removes_pending_and_leased_jobs(q);
+                }
             }
             #[test]
             fn batches_send_and_ack_together() {
-                conformance::batches_send_and_ack_together(open(Opts::default()));
+                if let Some(q) = open(Opts::default()) {
+                    conformance::batches_send_and_ack_together(q);
+                }
             }
             #[test]
             fn bad_arguments_get_clear_errors_and_store_nothing() {
-                conformance::bad_arguments_get_clear_errors_and_store_nothing(open(Opts {
-                    max_payload: 16,
-                    ..Opts::default()
-                }));
+                if let Some(q) = open(Opts { max_payload: 16, ..Opts::default() }) {
+                    conformance::bad_arguments_get_clear_errors_and_store_nothing(q);
+                }
             }
             #[test]
             fn threads_lose_nothing_and_deliver_nothing_early() {
-                conformance::threads_lose_nothing_and_deliver_nothing_early(open(Opts::default()));
+                if let Some(q) = open(Opts::default()) {
+                    conformance::threads_lose_nothing_and_deliver_nothing_early(q);
+                }
             }
         }
     };

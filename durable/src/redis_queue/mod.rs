@@ -1,0 +1,704 @@
+//! [`RedisQueue`]: the durable-jobs contract on a Redis server, for many
+//! producer and consumer processes on many machines.
+
+mod pool;
+mod scripts;
+mod watch;
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::Value;
+
+use crate::contract::JobQueue;
+use crate::error::DurableError;
+use crate::job::{Job, JobId, Stats};
+
+use self::pool::{redis_error, Pool};
+use self::scripts::Scripts;
+use self::watch::{Notifier, Watch};
+
+/// Durable delayed jobs in a Redis server: the same contract and calls as
+/// [`DurableQueue`](crate::DurableQueue), shared by every process that connects
+/// to the same server and queue name.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use delayq_durable::RedisQueue;
+///
+/// let q = RedisQueue::connect("redis://127.0.0.1:6379/", "emails")?;
+/// q.send_after(b"welcome mail for user 7", Duration::from_secs(60))?;
+/// let job = q.reserve(Duration::from_secs(30))?; // in any process, on any machine
+/// assert!(q.ack(&job)?);
+/// # Ok::<(), delayq_durable::DurableError>(())
+/// ```
+///
+/// # How it works
+///
+/// - **One Lua script per state change**, atomic on the server: send (to the
+///   `pending` sorted set), lease (due → `leased`, with a fresh token and a lease
+///   end), ack (deletes only with the matching token), nack, extend, cancel,
+///   lease expiry (due again with the next attempt, or dead after the last),
+///   requeue. There is no step between "take the due job" and "hand it out" in
+///   which a crash loses it (the fault of a pop-then-push poller).
+/// - **The server's clock.** Every script reads `TIME`; a deadline is stored as
+///   the server's time. `send_at(at)` is sent as `at` minus the client's *now*
+///   (a delay), so a client whose clock is hours off still schedules "in 5 s"
+///   as 5 s; times in a [`Job`] are the server's, converted to the client's
+///   clock by the offset measured on that reply.
+/// - **No polling.** A waiting `reserve` sleeps until the earliest due time the
+///   server reported, or until a message on the queue's pub/sub channel
+///   announces an earlier one (the queue's watcher thread holds the
+///   subscription). If the subscription drops, the watcher resubscribes and
+///   wakes every waiter to re-check; a silently dead connection is found by a
+///   `PING` after [`liveness`](RedisBuilder::liveness) without traffic (default
+///   5 s). A lost message can delay a job by at most that interval plus the
+///   reconnect; it cannot lose one.
+/// - **Reconnects.** A call that meets a dropped connection, a refused one or a
+///   server still loading its data retries on a fresh connection with backoff
+///   (5 ms doubling to 500 ms) for up to [`retry_for`](RedisBuilder::retry_for)
+///   (default 10 s), then returns [`DurableError::Redis`]. Changes carry a
+///   nonce whose result the server keeps for 10 minutes, so a retried send is
+///   stored once. A retried `reserve` whose first reply was lost leaves that
+///   job leased to no one until its lease ends; it then comes back as its
+///   next attempt.
+/// - **Durability** is the server's: run it with `appendonly yes` and
+///   `appendfsync always` for "stored before `send` returns" (the tests do).
+#[derive(Clone)]
+pub struct RedisQueue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    prefix: String,
+    pool: Pool,
+    scripts: Scripts,
+    notifier: Arc<Notifier>,
+    watcher: Mutex<Option<JoinHandle<()>>>,
+    stop: Arc<AtomicBool>,
+    control: String,
+    closed: AtomicBool,
+    max_attempts: u32,
+    max_payload: usize,
+    /// Test hook: nanoseconds added to this client's clock readings.
+    skew_ns: i64,
+    nonces: AtomicU64,
+    nonce_base: u64,
+}
+
+/// Options for [`RedisQueue`]: `RedisQueue::builder().max_attempts(5).connect(url, name)`.
+#[derive(Clone, Debug)]
+pub struct RedisBuilder {
+    max_attempts: u32,
+    max_payload: usize,
+    retry_for: Duration,
+    connect_timeout: Duration,
+    io_timeout: Duration,
+    liveness: Duration,
+    skew_ns: i64,
+}
+
+impl Default for RedisBuilder {
+    fn default() -> Self {
+        RedisBuilder::new()
+    }
+}
+
+impl RedisBuilder {
+    /// The defaults: 25 attempts, payloads up to 1 MiB, retries for 10 s,
+    /// connect timeout 2 s, reads and writes time out after 10 s, liveness 5 s.
+    pub fn new() -> RedisBuilder {
+        RedisBuilder {
+            max_attempts: 25,
+            max_payload: 1 << 20,
+            retry_for: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(2),
+            io_timeout: Duration::from_secs(10),
+            liveness: Duration::from_secs(5),
+            skew_ns: 0,
+        }
+    }
+
+    /// Deliveries before a failing job is dead (at least 1). Applies to jobs
+    /// this handle sends and requeues.
+    pub fn max_attempts(mut self, n: u32) -> RedisBuilder {
+        self.max_attempts = n;
+        self
+    }
+
+    /// The largest payload `send_*` accepts, in bytes (at most 512 MiB, Redis's limit).
+    pub fn max_payload(mut self, bytes: usize) -> RedisBuilder {
+        self.max_payload = bytes;
+        self
+    }
+
+    /// How long a call keeps retrying a lost connection before it fails.
+    pub fn retry_for(mut self, d: Duration) -> RedisBuilder {
+        self.retry_for = d;
+        self
+    }
+
+    /// Timeout for opening a connection.
+    pub fn connect_timeout(mut self, d: Duration) -> RedisBuilder {
+        self.connect_timeout = d;
+        self
+    }
+
+    /// Timeout for one command's write and reply.
+    pub fn io_timeout(mut self, d: Duration) -> RedisBuilder {
+        self.io_timeout = d;
+        self
+    }
+
+    /// How long the notification connection may stay silent before the
+    /// watcher checks it with a `PING`: the bound on the delay a lost
+    /// notification can cause (plus the reconnect).
+    pub fn liveness(mut self, d: Duration) -> RedisBuilder {
+        self.liveness = d;
+        self
+    }
+
+    /// For tests: pretend this client's clock is off by `offset` (ahead if
+    /// `ahead`, else behind), to show that deadlines follow the server's clock.
+    #[doc(hidden)]
+    pub fn client_clock_offset(mut self, offset: Duration, ahead: bool) -> RedisBuilder {
+        let ns = i64::try_from(offset.as_nanos()).unwrap_or(i64::MAX);
+        self.skew_ns = if ahead { ns } else { -ns };
+        self
+    }
+
+    /// Connects to the server at `url` (`redis://host:port/db`, see the
+    /// `redis` crate) and opens the queue `name` there (created by its first
+    /// send; any number of handles in any number of processes may open it).
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Redis`] if the server cannot be reached or the URL is
+    /// malformed; [`DurableError::InvalidArgument`] for an empty name or zero
+    /// `max_attempts`.
+    pub fn connect(self, url: &str, name: &str) -> Result<RedisQueue, DurableError> {
+        if name.is_empty() {
+            return Err(DurableError::InvalidArgument("a queue name must not be empty"));
+        }
+        if self.max_attempts == 0 {
+            return Err(DurableError::InvalidArgument("max_attempts must be at least 1"));
+        }
+        if self.max_payload > 512 << 20 {
+            return Err(DurableError::InvalidArgument("max_payload must be at most 512 MiB"));
+        }
+        if self.liveness.is_zero() || self.io_timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err(DurableError::InvalidArgument("timeouts must be longer than zero"));
+        }
+        let client = redis::Client::open(url).map_err(|e| redis_error(e, &format!("opening {url}")))?;
+        let pool = Pool::new(client.clone(), self.connect_timeout, Some(self.io_timeout), self.retry_for);
+        // Reach the server now, so a wrong address is reported here.
+        pool.run(&format!("connecting to {url}"), |con| redis::cmd("PING").query::<String>(con))?;
+        let prefix = format!("delayq:{{{name}}}:");
+        let nonce_base = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+            ^ (u64::from(std::process::id()) << 32);
+        let control = format!("{prefix}control:{nonce_base:x}");
+        let notifier = Arc::new(Notifier::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let watcher = Watch {
+            client,
+            channel: format!("{prefix}wake"),
+            control: control.clone(),
+            notifier: notifier.clone(),
+            stop: stop.clone(),
+            liveness: self.liveness,
+            connect_timeout: self.connect_timeout,
+        }
+        .start()
+        .map_err(|e| redis_error(e, &format!("subscribing to {url}")))?;
+        Ok(RedisQueue {
+            inner: Arc::new(Inner {
+                name: name.to_string(),
+                prefix,
+                pool,
+                scripts: Scripts::new(),
+                notifier,
+                watcher: Mutex::new(Some(watcher)),
+                stop,
+                control,
+                closed: AtomicBool::new(false),
+                max_attempts: self.max_attempts,
+                max_payload: self.max_payload,
+                skew_ns: self.skew_ns,
+                nonces: AtomicU64::new(0),
+                nonce_base,
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for RedisQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisQueue").field("name", &self.inner.name).finish()
+    }
+}
+
+/// A server reply's "now" and the client's clock reading taken just *before*
+/// the request was sent. The server read its clock between that reading and
+/// the reply, so times mapped with this stamp are never later than the truth
+/// by the client's clock (by at most the round trip earlier): a reported
+/// deadline has passed when the job is handed out, and a reported lease end
+/// errs on the side of the holder finishing early.
+#[derive(Clone, Copy)]
+struct Stamp {
+    server_us: i64,
+    client_ns: i128,
+}
+
+impl Stamp {
+    /// A server time (µs) on this client's clock, as ns since the epoch.
+    fn to_client_ns(self, server_us: i64) -> u64 {
+        let ns = i128::from(server_us) * 1000 - (i128::from(self.server_us) * 1000 - self.client_ns);
+        ns.clamp(0, i128::from(u64::MAX)) as u64
+    }
+}
+
+fn int(v: &Value) -> Result<i64, DurableError> {
+    match v {
+        Value::Int(n) => Ok(*n),
+        Value::BulkString(b) => {
+            std::str::from_utf8(b).ok().and_then(|s| s.parse::<f64>().ok()).map(|f| f as i64).ok_or_else(
+                || DurableError::Redis(format!("expected a number, got {:?}", String::from_utf8_lossy(b))),
+            )
+        }
+        Value::SimpleString(s) => {
+            s.parse::<i64>().map_err(|_| DurableError::Redis(format!("expected a number, got {s:?}")))
+        }
+        other => Err(DurableError::Redis(format!("expected a number, got {other:?}"))),
+    }
+}
+
+fn bytes(v: Value) -> Vec<u8> {
+    match v {
+        Value::BulkString(b) => b,
+        Value::SimpleString(s) => s.into_bytes(),
+        _ => Vec::new(),
+    }
+}
+
+fn array(v: Value) -> Result<Vec<Value>, DurableError> {
+    match v {
+        Value::Array(items) => Ok(items),
+        other => Err(DurableError::Redis(format!("expected an array, got {other:?}"))),
+    }
+}
+
+impl RedisQueue {
+    /// Connects with the defaults; see [`RedisBuilder::connect`].
+    pub fn connect(url: &str, name: &str) -> Result<RedisQueue, DurableError> {
+        RedisBuilder::new().connect(url, name)
+    }
+
+    /// Options.
+    pub fn builder() -> RedisBuilder {
+        RedisBuilder::new()
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn client_now_ns(&self) -> i128 {
+        let real = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+        real + i128::from(self.inner.skew_ns)
+    }
+
+    /// `at` as a delay in µs from the client's now (negative if past), rounded up.
+    fn delay_to(&self, at: SystemTime) -> Result<i64, DurableError> {
+        let at_ns = match at.duration_since(UNIX_EPOCH) {
+            Ok(d) => i128::try_from(d.as_nanos()).map_err(|_| DurableError::DeadlineOutOfRange)?,
+            Err(e) => -i128::try_from(e.duration().as_nanos()).unwrap_or(i128::MAX),
+        };
+        let delta = at_ns - self.client_now_ns();
+        let us = if delta > 0 { (delta + 999) / 1000 } else { delta / 1000 };
+        // The scripts' times must stay exact in Lua's doubles.
+        if us > 1 << 52 {
+            return Err(DurableError::DeadlineOutOfRange);
+        }
+        Ok(us.max(-(1 << 52)) as i64)
+    }
+
+    fn delay_us(delay: Duration) -> Result<i64, DurableError> {
+        let us = delay.as_nanos().div_ceil(1000);
+        if us > 1 << 52 {
+            return Err(DurableError::DeadlineOutOfRange);
+        }
+        Ok(us as i64)
+    }
+
+    fn lease_us(lease: Duration) -> Result<i64, DurableError> {
+        if lease.is_zero() {
+            return Err(DurableError::InvalidArgument("a lease must be longer than zero"));
+        }
+        Self::delay_us(lease).map_err(|_| DurableError::InvalidArgument("a lease must be under 142 years"))
+    }
+
+    fn nonce(&self) -> String {
+        let n = self.inner.nonces.fetch_add(1, Ordering::Relaxed);
+        format!("{:x}.{n:x}", self.inner.nonce_base)
+    }
+
+    fn open(&self) -> Result<(), DurableError> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(DurableError::Closed);
+        }
+        Ok(())
+    }
+
+    /// Stores a job due at `at` (taken as a delay from this client's clock and
+    /// added to the server's); returns once the server has it.
+    pub fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        let delay = self.delay_to(at)?;
+        Ok(self.send_delays(&[(payload, delay)])?[0])
+    }
+
+    /// Stores a job due `delay` from the server's now.
+    pub fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
+        let delay = Self::delay_us(delay)?;
+        Ok(self.send_delays(&[(payload, delay)])?[0])
+    }
+
+    /// Stores several jobs in one script, all or none.
+    pub fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
+        let mut delays = Vec::with_capacity(jobs.len());
+        for (payload, at) in jobs {
+            delays.push((*payload, self.delay_to(*at)?));
+        }
+        if delays.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.send_delays(&delays)
+    }
+
+    fn send_delays(&self, jobs: &[(&[u8], i64)]) -> Result<Vec<JobId>, DurableError> {
+        self.open()?;
+        for (payload, _) in jobs {
+            if payload.len() > self.inner.max_payload {
+                return Err(DurableError::PayloadTooLarge {
+                    len: payload.len(),
+                    max: self.inner.max_payload,
+                });
+            }
+        }
+        let nonce = self.nonce();
+        let ids: Vec<i64> = self.inner.pool.run("sending", |con| {
+            let mut inv = self.inner.scripts.send.key(&self.inner.prefix);
+            inv.arg(&nonce).arg(self.inner.max_attempts).arg(jobs.len());
+            for (payload, delay) in jobs {
+                inv.arg(*delay).arg(*payload);
+            }
+            inv.invoke(con)
+        })?;
+        Ok(ids.into_iter().map(|id| JobId(id as u64)).collect())
+    }
+
+    /// Runs the reserve script: `(stamp, jobs, next due µs)`.
+    fn reserve_once(
+        &self,
+        lease_us: i64,
+        max: usize,
+    ) -> Result<(Stamp, Vec<Job>, Option<i64>), DurableError> {
+        let before = self.client_now_ns();
+        let reply: Value = self.inner.pool.run("reserving", |con| {
+            self.inner.scripts.reserve.key(&self.inner.prefix).arg(lease_us).arg(max).invoke(con)
+        })?;
+        let mut items = array(reply)?.into_iter();
+        let mut next = || items.next().ok_or_else(|| DurableError::Redis("short reply to reserve".into()));
+        let stamp = Stamp { server_us: int(&next()?)?, client_ns: before };
+        let n = int(&next()?)?;
+        let mut jobs = Vec::with_capacity(n.max(0) as usize);
+        if n == 0 {
+            let due = int(&next()?)?;
+            return Ok((stamp, jobs, (due >= 0).then_some(due)));
+        }
+        for _ in 0..n {
+            let id = int(&next()?)? as u64;
+            let attempt = int(&next()?)?;
+            let token = int(&next()?)? as u64;
+            let lease_until = int(&next()?)?;
+            let deadline = int(&next()?)?;
+            let payload = bytes(next()?);
+            jobs.push(Job {
+                id: JobId(id),
+                payload,
+                deadline: stamp.to_client_ns(deadline),
+                attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
+                token,
+                lease_until: stamp.to_client_ns(lease_until),
+            });
+        }
+        Ok((stamp, jobs, None))
+    }
+
+    /// Blocks until a job is due by the server's clock, leases it, returns it.
+    pub fn reserve(&self, lease: Duration) -> Result<Job, DurableError> {
+        loop {
+            if let Some(job) = self.reserve_until(lease, None)?.pop() {
+                return Ok(job);
+            }
+        }
+    }
+
+    /// As [`reserve`](Self::reserve); `Ok(None)` after `timeout`.
+    pub fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
+        let deadline = Instant::now().checked_add(timeout);
+        Ok(self.reserve_until(lease, Some(deadline))?.pop())
+    }
+
+    /// Waits up to `timeout` for due jobs and leases up to `max` of them in one script.
+    pub fn reserve_many(
+        &self,
+        lease: Duration,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Job>, DurableError> {
+        if max == 0 {
+            return Err(DurableError::InvalidArgument("reserve_many needs max >= 1"));
+        }
+        let deadline = Instant::now().checked_add(timeout);
+        self.reserve_many_until(lease, max, Some(deadline))
+    }
+
+    fn reserve_until(
+        &self,
+        lease: Duration,
+        deadline: Option<Option<Instant>>,
+    ) -> Result<Vec<Job>, DurableError> {
+        self.reserve_many_until(lease, 1, deadline)
+    }
+
+    /// `deadline`: `None` or `Some(None)` waits without limit.
+    fn reserve_many_until(
+        &self,
+        lease: Duration,
+        max: usize,
+        deadline: Option<Option<Instant>>,
+    ) -> Result<Vec<Job>, DurableError> {
+        let lease_us = Self::lease_us(lease)?;
+        let deadline = deadline.flatten();
+        loop {
+            self.open()?;
+            // Read the generation before the script: a job made pending after
+            // the script ran announces itself with a newer one.
+            let seen = self.inner.notifier.generation();
+            let (stamp, jobs, next) = self.reserve_once(lease_us, max)?;
+            if !jobs.is_empty() {
+                return Ok(jobs);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(Vec::new());
+            }
+            let plan = next.map(|due| {
+                let wait = Duration::from_micros(due.saturating_sub(stamp.server_us).max(0) as u64);
+                Instant::now().checked_add(wait)
+            });
+            let until = match (plan.flatten(), deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            self.inner.notifier.wait(seen, next, until);
+        }
+    }
+
+    fn flag(&self, doing: &str, script: &redis::Script, args: &[i64]) -> Result<bool, DurableError> {
+        let nonce = self.nonce();
+        let r: i64 = self.inner.pool.run(doing, |con| {
+            let mut inv = script.key(&self.inner.prefix);
+            inv.arg(&nonce);
+            for a in args {
+                inv.arg(a);
+            }
+            inv.invoke(con)
+        })?;
+        Ok(r == 1)
+    }
+
+    /// Deletes a job the caller holds the lease of; `Ok(false)` if the lease is
+    /// not the caller's any more (the job was leased to someone else, moved to
+    /// the dead set, or cancelled).
+    pub fn ack(&self, job: &Job) -> Result<bool, DurableError> {
+        if job.token == 0 {
+            return Ok(false);
+        }
+        self.flag("acking", &self.inner.scripts.ack, &[job.id.0 as i64, job.token as i64])
+    }
+
+    /// Acks several jobs in one script; `Ok(flags)` in order, as for [`ack`](Self::ack).
+    pub fn ack_many(&self, jobs: &[Job]) -> Result<Vec<bool>, DurableError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let nonce = self.nonce();
+        let flags: Vec<i64> = self.inner.pool.run("acking", |con| {
+            let mut inv = self.inner.scripts.ack_many.key(&self.inner.prefix);
+            inv.arg(&nonce).arg(jobs.len());
+            for job in jobs {
+                inv.arg(job.id.0).arg(job.token);
+            }
+            inv.invoke(con)
+        })?;
+        Ok(flags.into_iter().map(|f| f == 1).collect())
+    }
+
+    /// Retries the job at `retry_at` (as a delay from this client's clock), or
+    /// moves it to the dead set after its last attempt.
+    pub fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
+        let delay = self.delay_to(retry_at)?;
+        if job.token == 0 {
+            return Ok(false);
+        }
+        self.flag("nacking", &self.inner.scripts.nack, &[job.id.0 as i64, job.token as i64, delay])
+    }
+
+    /// Extends the caller's lease to `lease` from the server's now.
+    pub fn extend(&self, job: &Job, lease: Duration) -> Result<bool, DurableError> {
+        let lease = Self::lease_us(lease)?;
+        if job.token == 0 {
+            return Ok(false);
+        }
+        self.flag("extending", &self.inner.scripts.extend, &[job.id.0 as i64, job.token as i64, lease])
+    }
+
+    /// Deletes a job in any state; `Ok(false)` if there is none.
+    pub fn cancel(&self, id: JobId) -> Result<bool, DurableError> {
+        self.flag("cancelling", &self.inner.scripts.cancel, &[id.0 as i64])
+    }
+
+    /// Moves a dead job back to pending, due at `at`, with `max_attempts` more deliveries.
+    pub fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
+        let delay = self.delay_to(at)?;
+        self.flag(
+            "requeueing",
+            &self.inner.scripts.requeue,
+            &[id.0 as i64, delay, i64::from(self.inner.max_attempts)],
+        )
+    }
+
+    /// Jobs by state.
+    pub fn stats(&self) -> Result<Stats, DurableError> {
+        let v: Vec<i64> = self
+            .inner
+            .pool
+            .run("counting", |con| self.inner.scripts.stats.key(&self.inner.prefix).invoke(con))?;
+        let n = |i: usize| v.get(i).copied().unwrap_or(0).max(0) as u64;
+        Ok(Stats { pending: n(1), leased: n(2), dead: n(3) })
+    }
+
+    /// Pending plus leased jobs.
+    pub fn len(&self) -> Result<u64, DurableError> {
+        let s = self.stats()?;
+        Ok(s.pending + s.leased)
+    }
+
+    /// Whether [`len`](Self::len) is zero.
+    pub fn is_empty(&self) -> Result<bool, DurableError> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Up to `limit` dead jobs, oldest death first.
+    pub fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let before = self.client_now_ns();
+        let reply: Value = self.inner.pool.run("listing dead jobs", |con| {
+            self.inner.scripts.dead.key(&self.inner.prefix).arg(limit).invoke(con)
+        })?;
+        let mut items = array(reply)?.into_iter();
+        let stamp = Stamp { server_us: int(&items.next().unwrap_or(Value::Int(0)))?, client_ns: before };
+        let mut out = Vec::new();
+        while let (Some(id), Some(attempt), Some(deadline), Some(payload)) =
+            (items.next(), items.next(), items.next(), items.next())
+        {
+            out.push(Job {
+                id: JobId(int(&id)? as u64),
+                payload: bytes(payload),
+                deadline: stamp.to_client_ns(int(&deadline)?),
+                attempt: u32::try_from(int(&attempt)?).unwrap_or(u32::MAX),
+                token: 0,
+                lease_until: 0,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Stops sends and reserves from this handle (they fail with
+    /// [`DurableError::Closed`]; blocked reserves return it). Jobs stay on the
+    /// server; acks still work.
+    pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner.notifier.close();
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.notifier.close();
+        // Interrupt the watcher's blocking read (best effort: if the server is
+        // gone, its connection has failed and it sees `stop` anyway).
+        let _ = self.pool.once(|con| redis::cmd("PUBLISH").arg(&self.control).arg("stop").query::<i64>(con));
+        let handle = self.watcher.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(handle) = handle {
+            handle.thread().unpark();
+            let _ = handle.join();
+        }
+    }
+}
+
+impl JobQueue for RedisQueue {
+    fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        RedisQueue::send_at(self, payload, at)
+    }
+    fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
+        RedisQueue::send_after(self, payload, delay)
+    }
+    fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
+        RedisQueue::send_many(self, jobs)
+    }
+    fn reserve(&self, lease: Duration) -> Result<Job, DurableError> {
+        RedisQueue::reserve(self, lease)
+    }
+    fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
+        RedisQueue::reserve_timeout(self, lease, timeout)
+    }
+    fn reserve_many(&self, lease: Duration, max: usize, timeout: Duration) -> Result<Vec<Job>, DurableError> {
+        RedisQueue::reserve_many(self, lease, max, timeout)
+    }
+    fn ack(&self, job: &Job) -> Result<bool, DurableError> {
+        RedisQueue::ack(self, job)
+    }
+    fn ack_many(&self, jobs: &[Job]) -> Result<Vec<bool>, DurableError> {
+        RedisQueue::ack_many(self, jobs)
+    }
+    fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
+        RedisQueue::nack(self, job, retry_at)
+    }
+    fn extend(&self, job: &Job, lease: Duration) -> Result<bool, DurableError> {
+        RedisQueue::extend(self, job, lease)
+    }
+    fn cancel(&self, id: JobId) -> Result<bool, DurableError> {
+        RedisQueue::cancel(self, id)
+    }
+    fn len(&self) -> Result<u64, DurableError> {
+        RedisQueue::len(self)
+    }
+    fn stats(&self) -> Result<Stats, DurableError> {
+        RedisQueue::stats(self)
+    }
+    fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
+        RedisQueue::dead_jobs(self, limit)
+    }
+    fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
+        RedisQueue::requeue_dead(self, id, at)
+    }
+}

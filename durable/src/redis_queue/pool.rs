@@ -1,0 +1,114 @@
+//! Connections for the scripts: a few kept open, opened on demand, and every
+//! call retried across a dropped connection or a restarting server, with
+//! backoff, for a bounded time. Every script that changes anything carries a
+//! nonce whose result the server keeps (`r:<nonce>`), so a call retried after
+//! its reply was lost returns the first result instead of applying twice.
+
+use std::sync::{Mutex, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::error::DurableError;
+
+/// Idle connections kept for reuse.
+const KEEP_IDLE: usize = 32;
+
+pub(crate) struct Pool {
+    pub(crate) client: redis::Client,
+    idle: Mutex<Vec<redis::Connection>>,
+    pub(crate) connect_timeout: Duration,
+    io_timeout: Option<Duration>,
+    retry_for: Duration,
+}
+
+/// Whether an error may go away by reconnecting and trying again.
+fn transient(e: &redis::RedisError) -> bool {
+    let text = e.to_string().to_ascii_lowercase();
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        // A restarted server answers LOADING until its AOF is read back.
+        || text.contains("loading")
+        || text.contains("tryagain")
+}
+
+pub(crate) fn redis_error(e: redis::RedisError, doing: &str) -> DurableError {
+    DurableError::Redis(format!("{doing}: {e}"))
+}
+
+impl Pool {
+    pub(crate) fn new(
+        client: redis::Client,
+        connect_timeout: Duration,
+        io_timeout: Option<Duration>,
+        retry_for: Duration,
+    ) -> Pool {
+        Pool { client, idle: Mutex::new(Vec::new()), connect_timeout, io_timeout, retry_for }
+    }
+
+    fn take(&self) -> redis::RedisResult<redis::Connection> {
+        if let Some(con) = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop() {
+            return Ok(con);
+        }
+        let con = self.client.get_connection_with_timeout(self.connect_timeout)?;
+        con.set_read_timeout(self.io_timeout)?;
+        con.set_write_timeout(self.io_timeout)?;
+        Ok(con)
+    }
+
+    fn put(&self, con: redis::Connection) {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < KEEP_IDLE {
+            idle.push(con);
+        }
+    }
+
+    /// Runs `f` once, on a pooled or new connection, without retrying.
+    pub(crate) fn once<T>(
+        &self,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> redis::RedisResult<T> {
+        let mut con = self.take()?;
+        let r = f(&mut con);
+        if r.is_ok() {
+            self.put(con);
+        }
+        r
+    }
+
+    /// Runs `f` on a connection, retrying transient failures (a fresh
+    /// connection each time, backoff from 5 ms to 500 ms) for up to the retry
+    /// budget; then, or on any other error, fails with the server's message.
+    pub(crate) fn run<T>(
+        &self,
+        doing: &str,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, DurableError> {
+        let start = Instant::now();
+        let mut backoff = Duration::from_millis(5);
+        loop {
+            let result = self.take().and_then(|mut con| {
+                let r = f(&mut con);
+                if r.is_ok() || !r.as_ref().err().is_some_and(transient) {
+                    self.put(con);
+                }
+                r
+            });
+            match result {
+                Ok(v) => return Ok(v),
+                Err(e) if transient(&e) && start.elapsed() < self.retry_for => {
+                    thread::sleep(backoff.min(self.retry_for.saturating_sub(start.elapsed())));
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+                Err(e) if transient(&e) => {
+                    return Err(redis_error(
+                        e,
+                        &format!("{doing} (gave up after retrying for {:?})", self.retry_for),
+                    ))
+                }
+                Err(e) => return Err(redis_error(e, doing)),
+            }
+        }
+    }
+}

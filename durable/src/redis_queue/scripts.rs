@@ -1,0 +1,280 @@
+//! The Lua scripts: every state change of a Redis-backed job is one script,
+//! atomic on the server, reading "now" from the server's `TIME` (never a
+//! client's clock).
+//!
+//! Keys, under one hash tag per queue (`delayq:{name}:`), so a queue's keys
+//! share a cluster slot:
+//!
+//! | key | type | what |
+//! | --- | --- | --- |
+//! | `seq` | string | the last job id (`INCR`) |
+//! | `tok` | string | the last lease token (`INCR`) |
+//! | `job:<id>` | hash | `payload`, `deadline` (µs), `attempt`, `dead_after`, `token`, `lease_until` (µs), `state` (`p` pending, `l` leased, `d` dead) |
+//! | `pending` | zset | pending jobs by due time (µs since the Unix epoch, server clock) |
+//! | `leased` | zset | leased jobs by lease end |
+//! | `dead` | zset | dead jobs by time of death |
+//! | `r:<nonce>` | string | the result of a change, kept 10 min, so a call retried after a lost reply is not applied twice |
+//! | channel `wake` | pub/sub | the due time of every job made pending (send, nack, requeue) |
+//!
+//! Times are integer microseconds since the Unix epoch: exact in Lua's doubles
+//! (below 2^53) until the year 2255.
+
+/// Shared by every script: `KEYS[1]` is the queue's key prefix.
+const PROLOGUE: &str = r#"
+local p = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function cached(nonce)
+  if nonce == '' then return nil end
+  return redis.call('GET', p .. 'r:' .. nonce)
+end
+local function remember(nonce, v)
+  if nonce ~= '' then redis.call('SET', p .. 'r:' .. nonce, v, 'EX', 600) end
+end
+local function unlink(id)
+  redis.call('ZREM', p .. 'pending', id)
+  redis.call('ZREM', p .. 'leased', id)
+  redis.call('ZREM', p .. 'dead', id)
+end
+"#;
+
+/// ARGV: nonce, max_attempts, n, then n pairs (delay µs from the server's
+/// now, may be negative; payload). Returns the ids, in order.
+const SEND: &str = r#"
+local c = cached(ARGV[1])
+if c then return cjson.decode(c) end
+local ma = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+local ids = {}
+local earliest = nil
+for i = 1, n do
+  local at = now + tonumber(ARGV[2 + 2 * i])
+  if at < 0 then at = 0 end
+  local id = redis.call('INCR', p .. 'seq')
+  redis.call('HSET', p .. 'job:' .. id, 'payload', ARGV[3 + 2 * i], 'deadline', at, 'attempt', 0,
+    'dead_after', ma, 'token', 0, 'lease_until', 0, 'state', 'p')
+  redis.call('ZADD', p .. 'pending', at, id)
+  ids[i] = id
+  if earliest == nil or at < earliest then earliest = at end
+end
+remember(ARGV[1], cjson.encode(ids))
+redis.call('PUBLISH', p .. 'wake', earliest)
+return ids
+"#;
+
+/// ARGV: lease µs, max jobs. First ends expired leases (up to 100): each job
+/// is due again at its lease end, or dead after its last attempt. Then leases
+/// up to `max` due jobs. Returns `{now, n, ...}`: with n > 0, six fields per
+/// job (id, attempt, token, lease_until, deadline, payload); with n = 0, the
+/// next due time (a pending deadline or a lease end), or -1 if none.
+const RESERVE: &str = r#"
+local lease = tonumber(ARGV[1])
+local max = tonumber(ARGV[2])
+local expired = redis.call('ZRANGEBYSCORE', p .. 'leased', '-inf', now, 'LIMIT', 0, 100)
+for _, id in ipairs(expired) do
+  local k = p .. 'job:' .. id
+  redis.call('ZREM', p .. 'leased', id)
+  local f = redis.call('HMGET', k, 'attempt', 'dead_after', 'lease_until')
+  if tonumber(f[1]) >= tonumber(f[2]) then
+    redis.call('HSET', k, 'state', 'd', 'token', 0)
+    redis.call('ZADD', p .. 'dead', now, id)
+  else
+    -- Due again; the token stays, so a late ack still counts until the job
+    -- is leased to someone else.
+    redis.call('HSET', k, 'state', 'p')
+    redis.call('ZADD', p .. 'pending', f[3], id)
+  end
+end
+local due = redis.call('ZRANGEBYSCORE', p .. 'pending', '-inf', now, 'LIMIT', 0, max)
+local out = {now, #due}
+for _, id in ipairs(due) do
+  local k = p .. 'job:' .. id
+  redis.call('ZREM', p .. 'pending', id)
+  local attempt = redis.call('HINCRBY', k, 'attempt', 1)
+  local tok = redis.call('INCR', p .. 'tok')
+  local lease_until = now + lease
+  redis.call('HSET', k, 'state', 'l', 'token', tok, 'lease_until', lease_until)
+  redis.call('ZADD', p .. 'leased', lease_until, id)
+  local f = redis.call('HMGET', k, 'deadline', 'payload')
+  table.insert(out, tonumber(id))
+  table.insert(out, attempt)
+  table.insert(out, tok)
+  table.insert(out, lease_until)
+  table.insert(out, f[1])
+  table.insert(out, f[2])
+end
+if #due == 0 then
+  local a = redis.call('ZRANGE', p .. 'pending', 0, 0, 'WITHSCORES')
+  local b = redis.call('ZRANGE', p .. 'leased', 0, 0, 'WITHSCORES')
+  local nxt = -1
+  if a[2] then nxt = tonumber(a[2]) end
+  if b[2] and (nxt < 0 or tonumber(b[2]) < nxt) then nxt = tonumber(b[2]) end
+  table.insert(out, nxt)
+end
+return out
+"#;
+
+/// ARGV: nonce, id, token. Deletes the job if the token is its current one.
+const ACK: &str = r#"
+local c = cached(ARGV[1])
+if c then return tonumber(c) end
+local k = p .. 'job:' .. ARGV[2]
+local r = 0
+local f = redis.call('HMGET', k, 'token', 'state')
+if f[1] and f[1] ~= '0' and f[1] == ARGV[3] and f[2] ~= 'd' then
+  redis.call('DEL', k)
+  unlink(ARGV[2])
+  r = 1
+end
+remember(ARGV[1], r)
+return r
+"#;
+
+/// ARGV: nonce, n, then n pairs (id, token). `ACK` for each; the flags in order.
+const ACK_MANY: &str = r#"
+local c = cached(ARGV[1])
+if c then return cjson.decode(c) end
+local out = {}
+for i = 1, tonumber(ARGV[2]) do
+  local id = ARGV[1 + 2 * i]
+  local k = p .. 'job:' .. id
+  local f = redis.call('HMGET', k, 'token', 'state')
+  out[i] = 0
+  if f[1] and f[1] ~= '0' and f[1] == ARGV[2 + 2 * i] and f[2] ~= 'd' then
+    redis.call('DEL', k)
+    unlink(id)
+    out[i] = 1
+  end
+end
+remember(ARGV[1], cjson.encode(out))
+return out
+"#;
+
+/// ARGV: nonce, id, token, delay µs. Retry at now + delay, or dead after the
+/// last attempt.
+const NACK: &str = r#"
+local c = cached(ARGV[1])
+if c then return tonumber(c) end
+local id = ARGV[2]
+local k = p .. 'job:' .. id
+local r = 0
+local f = redis.call('HMGET', k, 'token', 'state', 'attempt', 'dead_after')
+if f[1] and f[1] ~= '0' and f[1] == ARGV[3] and f[2] ~= 'd' then
+  unlink(id)
+  if tonumber(f[3]) >= tonumber(f[4]) then
+    redis.call('HSET', k, 'state', 'd', 'token', 0)
+    redis.call('ZADD', p .. 'dead', now, id)
+  else
+    local at = now + tonumber(ARGV[4])
+    if at < 0 then at = 0 end
+    redis.call('HSET', k, 'state', 'p', 'token', 0, 'deadline', at)
+    redis.call('ZADD', p .. 'pending', at, id)
+    redis.call('PUBLISH', p .. 'wake', at)
+  end
+  r = 1
+end
+remember(ARGV[1], r)
+return r
+"#;
+
+/// ARGV: nonce, id, token, lease µs. The lease ends `lease` from now.
+const EXTEND: &str = r#"
+local c = cached(ARGV[1])
+if c then return tonumber(c) end
+local id = ARGV[2]
+local k = p .. 'job:' .. id
+local r = 0
+local f = redis.call('HMGET', k, 'token', 'state')
+if f[1] and f[1] ~= '0' and f[1] == ARGV[3] and f[2] ~= 'd' then
+  local lease_until = now + tonumber(ARGV[4])
+  redis.call('ZREM', p .. 'pending', id)
+  redis.call('HSET', k, 'state', 'l', 'lease_until', lease_until)
+  redis.call('ZADD', p .. 'leased', lease_until, id)
+  r = 1
+end
+remember(ARGV[1], r)
+return r
+"#;
+
+/// ARGV: nonce, id. Deletes the job in any state.
+const CANCEL: &str = r#"
+local c = cached(ARGV[1])
+if c then return tonumber(c) end
+local r = redis.call('DEL', p .. 'job:' .. ARGV[2])
+unlink(ARGV[2])
+remember(ARGV[1], r)
+return r
+"#;
+
+/// ARGV: nonce, id, delay µs, max_attempts. A dead job back to pending.
+const REQUEUE: &str = r#"
+local c = cached(ARGV[1])
+if c then return tonumber(c) end
+local id = ARGV[2]
+local k = p .. 'job:' .. id
+local r = 0
+if redis.call('HGET', k, 'state') == 'd' then
+  local at = now + tonumber(ARGV[3])
+  if at < 0 then at = 0 end
+  local attempt = tonumber(redis.call('HGET', k, 'attempt'))
+  redis.call('ZREM', p .. 'dead', id)
+  redis.call('HSET', k, 'state', 'p', 'token', 0, 'deadline', at, 'dead_after', attempt + tonumber(ARGV[4]))
+  redis.call('ZADD', p .. 'pending', at, id)
+  redis.call('PUBLISH', p .. 'wake', at)
+  r = 1
+end
+remember(ARGV[1], r)
+return r
+"#;
+
+/// Returns `{now, pending, leased, dead}`.
+const STATS: &str = r#"
+return {now, redis.call('ZCARD', p .. 'pending'), redis.call('ZCARD', p .. 'leased'), redis.call('ZCARD', p .. 'dead')}
+"#;
+
+/// ARGV: limit. Returns `{now, ...}`, four fields per dead job (id, attempt,
+/// deadline, payload), oldest death first.
+const DEAD: &str = r#"
+local out = {now}
+for _, id in ipairs(redis.call('ZRANGE', p .. 'dead', 0, tonumber(ARGV[1]) - 1)) do
+  local f = redis.call('HMGET', p .. 'job:' .. id, 'attempt', 'deadline', 'payload')
+  table.insert(out, tonumber(id))
+  table.insert(out, tonumber(f[1]))
+  table.insert(out, f[2])
+  table.insert(out, f[3])
+end
+return out
+"#;
+
+/// The compiled scripts (each is loaded by hash, sent in full once per
+/// connection if the server does not have it).
+pub(crate) struct Scripts {
+    pub(crate) send: redis::Script,
+    pub(crate) reserve: redis::Script,
+    pub(crate) ack: redis::Script,
+    pub(crate) ack_many: redis::Script,
+    pub(crate) nack: redis::Script,
+    pub(crate) extend: redis::Script,
+    pub(crate) cancel: redis::Script,
+    pub(crate) requeue: redis::Script,
+    pub(crate) stats: redis::Script,
+    pub(crate) dead: redis::Script,
+}
+
+impl Scripts {
+    pub(crate) fn new() -> Scripts {
+        let s = |body: &str| redis::Script::new(&format!("{PROLOGUE}{body}"));
+        Scripts {
+            send: s(SEND),
+            reserve: s(RESERVE),
+            ack: s(ACK),
+            ack_many: s(ACK_MANY),
+            nack: s(NACK),
+            extend: s(EXTEND),
+            cancel: s(CANCEL),
+            requeue: s(REQUEUE),
+            stats: s(STATS),
+            dead: s(DEAD),
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Waking consumers without polling: one thread per queue handle holds a
+//! pub/sub subscription to the queue's `wake` channel, on which every script
+//! that makes a job pending publishes its due time. Waiting consumers sleep
+//! until the earliest due time they know of, or until a message announces an
+//! earlier one.
+//!
+//! The lost-wakeup rule: a consumer reads the [`Notifier`]'s generation
+//! *before* it runs the reserve script, and sleeps only while no message newer
+//! than that generation announces a due time earlier than its plan. A job sent
+//! after the script ran publishes after it, so its message is newer.
+//!
+//! Losing the signal: a message published while the subscription is down is
+//! never seen. The watcher notices a dropped connection at once (a read
+//! error) and a silently dead one within the liveness interval (a `PING`
+//! after that long without traffic, the one periodic action of an idle
+//! handle). When it has subscribed again it wakes every waiter to re-check
+//! the queue. So a missed message delays a job by at most the liveness
+//! interval plus the time to reconnect; it never loses one.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Messages remembered for waiters that have not looked yet.
+const KEEP: usize = 256;
+
+#[derive(Default)]
+pub(crate) struct Notifier {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    gen: u64,
+    /// `(generation, due µs)`; `None`: anything may have changed (re-check).
+    recent: VecDeque<(u64, Option<i64>)>,
+    closed: bool,
+}
+
+impl Notifier {
+    pub(crate) fn generation(&self) -> u64 {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).gen
+    }
+
+    /// A job became pending, due at `due` (server µs); `None`: re-check all.
+    pub(crate) fn announce(&self, due: Option<i64>) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.gen += 1;
+        let gen = s.gen;
+        s.recent.push_back((gen, due));
+        if s.recent.len() > KEEP {
+            s.recent.pop_front();
+        }
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    pub(crate) fn close(&self) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).closed = true;
+        self.changed.notify_all();
+    }
+
+    /// Sleeps until `until` (`None`: no limit), unless a message newer than
+    /// `seen` announces a due time before `plan` (server µs; `None`: the
+    /// waiter knows of no due time, so any message counts), or the handle closes.
+    pub(crate) fn wait(&self, mut seen: u64, plan: Option<i64>, until: Option<Instant>) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if s.closed {
+                return;
+            }
+            if s.gen > seen {
+                let oldest = s.recent.front().map_or(s.gen + 1, |&(g, _)| g);
+                if oldest > seen + 1 {
+                    return; // some messages were dropped from `recent`: re-check
+                }
+                let relevant =
+                    s.recent.iter().filter(|&&(g, _)| g > seen).any(|&(_, due)| match (due, plan) {
+                        (None, _) | (_, None) => true,
+                        (Some(due), Some(plan)) => due < plan,
+                    });
+                if relevant {
+                    return;
+                }
+                seen = s.gen;
+            }
+            match until {
+                None => s = self.changed.wait(s).unwrap_or_else(PoisonError::into_inner),
+                Some(t) => {
+                    let left = t.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return;
+                    }
+                    s = self.changed.wait_timeout(s, left).unwrap_or_else(PoisonError::into_inner).0;
+                }
+            }
+        }
+    }
+}
+
+/// The watcher thread's configuration.
+pub(crate) struct Watch {
+    pub(crate) client: redis::Client,
+    pub(crate) channel: String,
+    /// This handle's own control channel: a message there makes the watcher
+    /// look at `stop` (how `Drop` interrupts a blocking read).
+    pub(crate) control: String,
+    pub(crate) notifier: Arc<Notifier>,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) liveness: Duration,
+    pub(crate) connect_timeout: Duration,
+}
+
+impl Watch {
+    /// Connects once (so that `connect` can report a failure), then runs the
+    /// watcher on its own thread. Waiters are safe before it has subscribed:
+    /// subscribing wakes them all to re-check.
+    pub(crate) fn start(self) -> Result<thread::JoinHandle<()>, redis::RedisError> {
+        let first = self.connection()?;
+        thread::Builder::new()
+            .name("delayq-redis-watch".into())
+            .spawn(move || self.run(Some(first)))
+            .map_err(|e| redis::RedisError::from(std::io::Error::other(e)))
+    }
+
+    fn connection(&self) -> Result<redis::Connection, redis::RedisError> {
+        self.client.get_connection_with_timeout(self.connect_timeout)
+    }
+
+    fn run(self, mut first: Option<redis::Connection>) {
+        let mut backoff = Duration::from_millis(10);
+        while !self.stop.load(Ordering::Acquire) {
+            let con = match first.take().map(Ok).unwrap_or_else(|| self.connection()) {
+                Ok(con) => con,
+                Err(_) => {
+                    thread::park_timeout(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    continue;
+                }
+            };
+            backoff = Duration::from_millis(10);
+            self.listen(con);
+        }
+    }
+
+    /// Reads messages until the connection fails or `stop` is set.
+    fn listen(&self, mut con: redis::Connection) {
+        let mut ps = con.as_pubsub();
+        if ps.subscribe(&self.channel).is_err() || ps.subscribe(&self.control).is_err() {
+            return;
+        }
+        // Subscribed (again): whatever was published while we were not is
+        // unknown, so every waiter re-checks.
+        self.notifier.announce(None);
+        if ps.set_read_timeout(Some(self.liveness)).is_err() {
+            return;
+        }
+        loop {
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            match ps.get_message() {
+                Ok(msg) => {
+                    if msg.get_channel_name() == self.control {
+                        continue;
+                    }
+                    let due =
+                        std::str::from_utf8(msg.get_payload_bytes()).ok().and_then(|s| s.parse::<i64>().ok());
+                    self.notifier.announce(due);
+                }
+                Err(e) if e.is_timeout() => {
+                    // Quiet for a whole liveness interval: is the server still there?
+                    if ps.ping::<String>().is_err() {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}
