@@ -16,6 +16,13 @@
 //! spares included) plus one map entry per straggler, whatever the key range.
 //! Keys below the window (stragglers, or a send that took its key long before it
 //! arrived) cost a map lookup; the window's keys never do.
+//!
+//! **Invariant:** every straggler's page is below `floor`, and the window never
+//! starts below `floor`; so a key is looked up in exactly one place (the window
+//! if its page is at or after `first`, the map otherwise). A late key whose page
+//! is below `floor` joins the stragglers even when the window is empty: an
+//! earlier version re-based an empty window onto a straggler's page, and lookups
+//! of that straggler then missed, so it was never delivered.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -41,12 +48,21 @@ pub(crate) struct Slots<E> {
     spares: Vec<Box<[Option<E>]>>,
     /// Live entries below the window (keys below `first`'s page).
     stragglers: BTreeMap<u64, E>,
+    /// One past the highest page a straggler may be on; `first >= floor`.
+    floor: u64,
     len: usize,
 }
 
 impl<E> Slots<E> {
     pub(crate) fn new() -> Self {
-        Slots { first: 0, pages: VecDeque::new(), spares: Vec::new(), stragglers: BTreeMap::new(), len: 0 }
+        Slots {
+            first: 0,
+            pages: VecDeque::new(),
+            spares: Vec::new(),
+            stragglers: BTreeMap::new(),
+            floor: 0,
+            len: 0,
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -60,15 +76,18 @@ impl<E> Slots<E> {
     /// Stores `e` under `key`; returns the previous entry (none for fresh keys).
     pub(crate) fn insert(&mut self, key: u64, e: E) -> Option<E> {
         let (page, off) = Self::split(key);
+        if page < self.floor || (!self.pages.is_empty() && self.first - page.min(self.first) > GAP as u64) {
+            // Below the window, or so far below it that extending it down would
+            // keep empty pages alive: a straggler.
+            self.floor = self.floor.max(page + 1);
+            let old = self.stragglers.insert(key, e);
+            self.len += usize::from(old.is_none());
+            return old;
+        }
         if self.pages.is_empty() {
             self.first = page;
         }
         if page < self.first {
-            if self.first - page > GAP as u64 || self.stragglers.contains_key(&key) {
-                let old = self.stragglers.insert(key, e);
-                self.len += usize::from(old.is_none());
-                return old;
-            }
             while page < self.first {
                 self.pages.push_front(None);
                 self.first -= 1;
@@ -152,6 +171,7 @@ impl<E> Slots<E> {
             let Some(Some(p)) = self.pages.pop_front() else { unreachable!("a live front page") };
             let base = self.first << PAGE_BITS;
             self.first += 1;
+            self.floor = self.floor.max(self.first);
             let mut slots = p.slots;
             for (off, e) in slots.iter_mut().enumerate() {
                 if let Some(e) = e.take() {
@@ -276,5 +296,53 @@ mod tests {
         assert_eq!(all.len(), 65);
         assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "drain in key order");
         assert_eq!((s.len(), s.footprint()), (0, (0, 0)));
+    }
+
+    /// One far entry on page 0, a stream that makes it a straggler and then
+    /// leaves the window empty.
+    fn straggler_and_an_empty_window() -> Slots<char> {
+        let mut s = Slots::new();
+        s.insert(5, 'f');
+        for k in (1u64 << PAGE_BITS)..(40 << PAGE_BITS) {
+            s.insert(k, 'x');
+            assert_eq!(s.remove(k), Some('x'));
+        }
+        assert_eq!(s.footprint(), (0, 1), "the far entry is a straggler, the window empty");
+        s
+    }
+
+    #[test]
+    fn a_late_key_into_an_empty_window_does_not_hide_a_straggler() {
+        let mut s = straggler_and_an_empty_window();
+        // A send that took its key long ago arrives now: same page as the straggler.
+        assert!(s.insert(3, 'l').is_none());
+        assert_eq!(s.get(5), Some(&'f'), "the straggler must stay reachable");
+        assert_eq!(s.get(3), Some(&'l'));
+        assert_eq!(s.iter().map(|(k, _)| k).collect::<Vec<_>>(), [3, 5]);
+        assert_eq!(s.remove(5), Some('f'));
+        assert_eq!(s.remove(3), Some('l'));
+        assert_eq!(s.len(), 0);
+    }
+
+    #[test]
+    fn late_keys_stepping_the_window_down_do_not_hide_a_straggler() {
+        let mut s = straggler_and_an_empty_window();
+        // The window restarts far above, then late keys walk it down in steps of
+        // at most GAP pages, towards the straggler's page.
+        let mut page = 40u64;
+        s.insert(page << PAGE_BITS, 'w');
+        while page > GAP as u64 {
+            page -= GAP as u64;
+            s.insert(page << PAGE_BITS, 'l');
+        }
+        s.insert(1, 'l');
+        assert_eq!(s.get(5), Some(&'f'), "the straggler must stay reachable");
+        assert_eq!(s.get_mut(5).copied(), Some('f'));
+        let keys: Vec<u64> = s.iter().map(|(k, _)| k).collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "iteration in key order: {keys:?}");
+        assert_eq!(s.remove(5), Some('f'));
+        let n = s.len();
+        assert_eq!(n, keys.len() - 1);
+        assert_eq!(s.drain().len(), n);
     }
 }
