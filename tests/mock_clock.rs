@@ -315,25 +315,30 @@ fn queues_come_and_go_while_another_thread_steps_the_clock() {
 
 #[test]
 fn a_saturated_deadline_never_falls_due_and_century_steps_return() {
-    each_index::<&str>(|index, clock, tx, rx| {
-        let t0 = clock.now();
-        tx.send_after("duration max", Duration::MAX).unwrap();
-        tx.send_at("+600 y", t0 + years(600)).unwrap();
-        tx.send_at("+1 y", t0 + years(1)).unwrap();
-        step(&clock, years(500));
-        assert_eq!(rx.try_recv(), Ok("+1 y"), "{index}");
-        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "{index}: a far deadline fell due");
-        step(&clock, Duration::MAX);
-        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "{index}: a far deadline fell due");
-        assert_eq!(rx.len(), 2, "{index}");
-        // The queue still works on a clock at the end of time, and goes away.
-        tx.send_at("now", clock.now()).unwrap();
-        step(&clock, Duration::ZERO);
-        assert_eq!(rx.try_recv(), Ok("now"), "{index}");
-        let pending: Vec<&str> = rx.take_pending().into_iter().map(|(_, x)| x).collect();
-        assert_eq!(pending, ["duration max", "+600 y"], "{index}: far items leave in key order");
-        join(spawn(move || drop((tx, rx))));
-    });
+    // The whole scenario, queue included, on a thread of its own: if the wheel
+    // spun again, a failed step would otherwise unwind into the queue's drop,
+    // which joins the spinning proxy, and hang the test instead of failing it.
+    join(spawn(|| {
+        each_index::<&str>(|index, clock, tx, rx| {
+            let t0 = clock.now();
+            tx.send_after("duration max", Duration::MAX).unwrap();
+            tx.send_at("+600 y", t0 + years(600)).unwrap();
+            tx.send_at("+1 y", t0 + years(1)).unwrap();
+            step(&clock, years(500));
+            assert_eq!(rx.try_recv(), Ok("+1 y"), "{index}");
+            assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "{index}: a far deadline fell due");
+            step(&clock, Duration::MAX);
+            assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "{index}: a far deadline fell due");
+            assert_eq!(rx.len(), 2, "{index}");
+            // The queue still works on a clock at the end of time, and goes away.
+            tx.send_at("now", clock.now()).unwrap();
+            step(&clock, Duration::ZERO);
+            assert_eq!(rx.try_recv(), Ok("now"), "{index}");
+            let pending: Vec<&str> = rx.take_pending().into_iter().map(|(_, x)| x).collect();
+            assert_eq!(pending, ["duration max", "+600 y"], "{index}: far items leave in key order");
+            join(spawn(move || drop((tx, rx))));
+        });
+    }));
 }
 
 #[test]

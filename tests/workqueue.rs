@@ -213,6 +213,16 @@ fn a_delay_too_large_never_becomes_ready_and_does_not_panic() {
     q.add_after("never", ms(1)); // earlier wins, even over "never"
     clock.advance(ms(1));
     assert_eq!(take_ready(&q), ["never"]);
+    // Past the queue's horizon (about 484 years), then to the end of time: the
+    // wheel once spun forever here (reliability defect 1). The far item stays
+    // delayed; the queue still works on a clock at the end of time.
+    q.add_after("far", Duration::MAX);
+    clock.advance(Duration::from_secs(3600 * 24 * 365 * 600));
+    clock.advance(Duration::MAX);
+    assert_eq!(q.len(), 0);
+    assert_eq!(q.stats().delayed, 1);
+    q.add_after("now", Duration::ZERO);
+    assert_eq!(take_ready(&q), ["now"]);
 }
 
 #[test]
