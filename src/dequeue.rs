@@ -1,5 +1,6 @@
 //! The dequeue proxy: moves due items from the timer index to the egress ring;
-//! and the handshake by which a mock clock's step waits for one of its rounds.
+//! the admission rule it applies after each round; and the handshake by which a
+//! mock clock's step waits for one of its rounds (the counter is `rounds.rs`).
 //!
 //! Each round it reads the clock once, then in ONE critical section of the timers
 //! lock moves every due item (as many as the egress ring has room for), reads the
@@ -10,10 +11,9 @@
 use crate::clock::Clock;
 use crate::cmd::Cmd;
 use crate::shared::Shared;
-use crate::sync::{lock, set_timer_slack, AtomicU64, Ordering, Parker};
-use crate::waiters::{block_on, Waiters};
+use crate::sync::{lock, set_timer_slack, Parker};
+use crate::waiters::block_on;
 use crate::wakeup::Sleep;
-use crossbeam_utils::CachePadded;
 
 /// Timer slack of the dequeue proxy's timed parks: the kernel may fire them this
 /// much late (instead of its default 50 µs), so lateness stays in microseconds.
@@ -21,6 +21,7 @@ const TIMER_SLACK_NS: u64 = 2_000;
 
 pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
     set_timer_slack(TIMER_SLACK_NS);
+    let mut taken_before = shared.egress.taken_so_far();
     loop {
         if shared.counter.is_disconnected() {
             // The enqueue proxy drops what is pending.
@@ -31,7 +32,8 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         if counted {
             shared.rounds.start();
         }
-        let now = shared.rounds.delivery_now(shared);
+        let now = delivery_now(shared);
+        let waiting = shared.egress.len();
         let (moved, plan) = {
             let mut t = lock(&shared.timers);
             let mut moved = 0;
@@ -63,6 +65,9 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         {
             lock(&shared.timers).sleep = plan;
         }
+        if !counted {
+            admit(shared, &mut taken_before, waiting, plan == Sleep::Space);
+        }
         if moved > 0 {
             // Two, not `moved`: each consumer that leaves items wakes the next
             // (`receiver::taken`), so the syscalls spread over the consumers.
@@ -87,56 +92,30 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
     }
 }
 
-/// The dequeue proxy's rounds as a mock clock's step sees them.
-///
-/// A step must return only once the proxy has delivered what it made due, in
-/// deadline order. So (1) a step becomes visible to the proxy (`mock_now`) only
-/// after every send made before it is in the index, and (2) the step then waits
-/// for a round that started after that: `count` is odd while a round runs and
-/// even between rounds.
-#[derive(Debug)]
-pub(crate) struct Rounds {
-    count: CachePadded<AtomicU64>,
-    /// On a mock clock, the time the dequeue proxy delivers by.
-    mock_now: AtomicU64,
-    /// Steps waiting for a round.
-    waiters: Waiters,
+/// The admission rule (`admission.rs`), after a round on a system clock: shut
+/// the gate when the consumers took items since the last round but not enough —
+/// due items stay in the index for want of egress room, or more than half the
+/// ring was still `waiting` when the round began — and open it otherwise
+/// (no backlog, or consumers that took nothing: holding producers back would
+/// help nobody).
+fn admit<T>(shared: &Shared<T>, taken_before: &mut usize, waiting: usize, egress_full: bool) {
+    let taken = shared.egress.taken_so_far();
+    let progressed = taken != *taken_before;
+    *taken_before = taken;
+    if progressed && (egress_full || waiting > shared.egress.capacity() / 2) {
+        shared.signals.admission.shut();
+    } else {
+        shared.signals.admission.open();
+    }
 }
 
-impl Rounds {
-    pub(crate) fn new(now: u64) -> Rounds {
-        Rounds {
-            count: CachePadded::new(AtomicU64::new(0)),
-            mock_now: AtomicU64::new(now),
-            waiters: Waiters::default(),
-        }
-    }
-
-    fn start(&self) {
-        // SeqCst: pairs with the RMW in `clock_moved` (round start).
-        self.count.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn end(&self) {
-        // SeqCst: round end, then wake anyone waiting for it.
-        self.count.fetch_add(1, Ordering::SeqCst);
-        self.waiters.notify_all();
-    }
-
-    /// The time the dequeue proxy delivers by: the mock time as of the last step
-    /// whose sends are applied, or the system clock's now.
-    fn delivery_now<T>(&self, shared: &Shared<T>) -> u64 {
-        if shared.clock.is_mock() {
-            // SeqCst: pairs with the `fetch_max` in `clock_moved`, before its RMW.
-            self.mock_now.load(Ordering::SeqCst)
-        } else {
-            shared.now_ticks()
-        }
-    }
-
-    /// The queue is winding down: no step may wait for its proxy.
-    pub(crate) fn disconnected(&self) {
-        self.waiters.notify_all();
+/// The time the dequeue proxy delivers by: the mock time as of the last step
+/// whose sends are applied, or the system clock's now.
+fn delivery_now<T>(shared: &Shared<T>) -> u64 {
+    if shared.clock.is_mock() {
+        shared.rounds.mock_now()
+    } else {
+        shared.now_ticks()
     }
 }
 
@@ -151,18 +130,11 @@ pub(crate) fn clock_moved<T>(shared: &Shared<T>) {
     if shared.command(Cmd::Sync { answer }) && reply.wait().is_some() {
         // Every earlier send is in the index: now the proxy may see the step.
         // SeqCst: see `delivery_now`.
-        r.mock_now.fetch_max(shared.now_ticks(), Ordering::SeqCst);
-        // SeqCst RMW (not a load): it reads the latest count and, if the proxy's
-        // next round-start increment follows it, that round happens-after the
-        // clock step, so it reads the new time.
-        let e = r.count.fetch_add(0, Ordering::SeqCst);
-        // Even: between rounds, the next round reads the new time. Odd: the
-        // running round may have read the old time; wait for the one after.
-        let target = if e % 2 == 0 { e + 2 } else { e + 3 };
+        r.step_to(shared.now_ticks());
+        let target = r.next_round_after_step();
         shared.signals.dequeue.force();
-        block_on(&r.waiters, &Clock::default(), None, || {
-            // SeqCst: pairs with the increments in `end`.
-            (r.count.load(Ordering::SeqCst) >= target || shared.counter.is_disconnected()).then_some(())
+        block_on(r.waiters(), &Clock::default(), None, || {
+            (r.finished(target) || shared.counter.is_disconnected()).then_some(())
         });
     }
     shared.signals.consumers.notify_all();

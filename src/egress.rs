@@ -81,6 +81,12 @@ impl<T> Egress<T> {
         min
     }
 
+    /// How many items consumers have taken so far, in all (wraps; compare for
+    /// change only). A hint: others may be taking.
+    pub(crate) fn taken_so_far(&self) -> usize {
+        self.ring.popped()
+    }
+
     /// Takes the oldest due item.
     pub(crate) fn take(&self) -> Option<Due<T>> {
         self.ring.pop()

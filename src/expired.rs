@@ -39,8 +39,11 @@ impl<T> Expired<T> {
     }
 
     /// The item's deadline, by the queue's clock (its last one, after a
-    /// `reschedule`). A deadline beyond the queue's horizon (about 484 years
-    /// after it was built) never falls due, so it never appears here.
+    /// `reschedule`). Exact between the queue's origin (a century before it was
+    /// built) and its horizon (about 484 years after); outside that range it is
+    /// clamped to it: a deadline more than a century in the past reports the
+    /// origin, and one that fell due only because a mock clock was stepped past
+    /// the horizon reports the horizon.
     pub fn deadline(&self) -> Instant {
         self.deadline
     }

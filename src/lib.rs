@@ -66,7 +66,8 @@
 //! # Features
 //!
 //! The core needs no feature and pulls in `crossbeam-utils` only. Layers on top,
-//! each using the core through its public API:
+//! each using the core through its public API (and, inside this crate, its `sync`
+//! facade and its helper that drops user values with panics contained):
 //!
 //! | feature | module | what |
 //! | --- | --- | --- |
@@ -107,6 +108,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 
+mod admission;
 mod builder;
 mod chan;
 mod clock;
@@ -126,6 +128,7 @@ mod receiver;
 #[cfg(feature = "async")]
 mod recv_future;
 mod ring;
+mod rounds;
 #[cfg(feature = "async")]
 mod send_future;
 mod sender;

@@ -298,6 +298,12 @@ impl<T> Ring<T> {
         tail.saturating_sub(head)
     }
 
+    /// How many values were popped so far (wrapping): the head position.
+    pub(crate) fn popped(&self) -> usize {
+        // Relaxed: a progress hint for the dequeue proxy's admission rule.
+        self.head.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn is_full(&self) -> bool {
         self.len() >= self.capacity()
     }

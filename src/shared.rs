@@ -7,15 +7,17 @@
 //! the `egress`; consumers take from the `egress`. The index and the dequeue
 //! proxy's sleep plan live under the one `timers` lock, which only the two proxies
 //! take. The send path is in `sender.rs`, the take path in `receiver.rs`, the
-//! counters in `counter.rs`, the mock-clock round handshake in `dequeue.rs`.
+//! counters in `counter.rs`, the mock-clock round handshake in `dequeue.rs` (its
+//! counter in `rounds.rs`), the admission gate in `admission.rs`.
 
+use crate::admission::Admission;
 use crate::clock::{Clock, Ticks, NEVER};
 use crate::cmd::Cmd;
 use crate::counter::Counter;
-use crate::dequeue::Rounds;
 use crate::egress::Egress;
 use crate::index::{Index, Kind};
 use crate::ingress::Ingress;
+use crate::rounds::Rounds;
 use crate::sync::{AtomicU64, IdCounter, Mutex, Ordering, Unparker};
 use crate::waiters::Waiters;
 use crate::wakeup::{Bell, Sleep};
@@ -39,6 +41,8 @@ pub(crate) struct Signals {
     pub(crate) enqueue: Bell,
     /// The dequeue proxy: its bell for egress room, and `force` for the rest.
     pub(crate) dequeue: Bell,
+    /// Blocking sends waiting for the consumers to catch up (`admission.rs`).
+    pub(crate) admission: Admission,
 }
 
 /// How a queue is laid out; `Builder::build` fills it in.
@@ -83,6 +87,7 @@ impl<T> Shared<T> {
                 producers: Waiters::default(),
                 enqueue: Bell::new(enqueue),
                 dequeue: Bell::new(dequeue),
+                admission: Admission::default(),
             },
             clock,
             ticks,
@@ -133,6 +138,7 @@ impl<T> Shared<T> {
     /// No new sends; pending items are still delivered.
     pub(crate) fn close(&self) {
         self.counter.close();
+        self.signals.admission.open();
         self.signals.producers.notify_all();
         self.signals.consumers.notify_all();
     }
@@ -150,6 +156,7 @@ impl<T> Shared<T> {
         }
         self.signals.enqueue.force();
         self.signals.dequeue.force();
+        self.signals.admission.open();
         self.signals.producers.notify_all();
         self.signals.consumers.notify_all();
         // A clock step waiting for a dequeue round must not wait for a proxy that

@@ -28,7 +28,7 @@
 //!    flag it swapped back to `false`. Either the re-check sees the work or the
 //!    waker sees the flag (the store-buffering litmus test, forbidden by SeqCst
 //!    fences). *Every* path that empties the egress ring rings the dequeue bell:
-//!    a consumer's take (`Shared::taken`) and `take_pending` (the enqueue proxy,
+//!    a consumer's take (`receiver::taken`) and `take_pending` (the enqueue proxy,
 //!    after its pops); a path that forgot it once left the proxy asleep with
 //!    room in the ring and due items in the index.
 //!

@@ -1,5 +1,5 @@
-//! Stress: many producers and consumers (more threads than cores), driven by
-//! rayon, with random delays, cancels and reschedules; then the invariants are
+//! Stress: many producers and consumers (more threads than cores, scoped std
+//! threads), with random delays, cancels and reschedules; then the invariants are
 //! checked on everything that happened.
 //!
 //! - `system_clock_*`: real time. Exactly once (each item received once or

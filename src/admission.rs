@@ -1,0 +1,173 @@
+//! Admission: blocking sends pause while the consumers fall behind.
+//!
+//! An unbounded queue has no capacity to stop its producers, and a bounded one
+//! may hold far more items than its consumers can take before those items'
+//! deadlines. Unthrottled producers then take the CPU that the proxies and the
+//! consumers need, due items pile up behind their deadlines, and every item is
+//! late by the whole backlog (a queue that delivers in order cannot do better
+//! once a backlog exists). So the queue has an admission gate, a flag that
+//! blocking sends look at before they enter:
+//!
+//! - **Shut** by the dequeue proxy at the end of a round, on a system clock, when
+//!   the consumers took items since its last round (they are there, and working)
+//!   but not fast enough: due items stay in the index because the egress ring is
+//!   full, or more than half of it was still waiting when the round began.
+//! - **Opened** by a consumer whose take leaves at most a quarter of the egress
+//!   ring waiting (the consumers caught up); by the dequeue proxy after a round
+//!   without that backlog; by `close` and disconnection; and by a producer that
+//!   waited [`MAX_WAIT`] in vain. The last rule is what keeps the gate from being
+//!   a capacity: consumers that stopped taking (or were never there) cost a
+//!   blocking send at most one pause, never a hang.
+//! - **Waited at** only by the blocking sends (`send_at`, `send_after`, and the
+//!   `_timeout` / `_deadline` forms, within their own timeout). `try_send_*`, the
+//!   async sends and commands pass. A queue on a mock clock never shuts it, so
+//!   deterministic tests and loom models run as before.
+//!
+//! Waiting follows `waiters.rs`: register, re-check (SeqCst load), park; the
+//! opener flips the flag with a SeqCst swap, and the one that flipped it notifies
+//! every waiter (the notifier's fence is in `Waiters::notify`).
+
+use crate::clock::Clock;
+use crate::sync::{AtomicBool, Ordering};
+use crate::waiters::{block_on, Waiters};
+use crossbeam_utils::CachePadded;
+use std::time::{Duration, Instant};
+
+/// The longest a blocking send waits at a shut gate before it opens the gate
+/// itself (the consumers stopped taking).
+pub(crate) const MAX_WAIT: Duration = Duration::from_millis(1);
+
+#[derive(Debug)]
+pub(crate) struct Admission {
+    /// Read by every blocking send, written a few times per backlog: a line of
+    /// its own, so that the counters' traffic does not evict it.
+    shut: CachePadded<AtomicBool>,
+    waiters: Waiters,
+    /// `MAX_WAIT`, except in tests.
+    max_wait: Duration,
+}
+
+impl Default for Admission {
+    fn default() -> Self {
+        Admission::with_max_wait(MAX_WAIT)
+    }
+}
+
+impl Admission {
+    fn with_max_wait(max_wait: Duration) -> Self {
+        Admission { shut: CachePadded::new(AtomicBool::new(false)), waiters: Waiters::default(), max_wait }
+    }
+
+    /// Whether a blocking send should wait (the hot path: one load).
+    pub(crate) fn is_shut(&self) -> bool {
+        // Relaxed: a hint; `wait` re-checks with SeqCst after registering.
+        self.shut.load(Ordering::Relaxed)
+    }
+
+    /// The consumers fall behind: blocking sends wait.
+    pub(crate) fn shut(&self) {
+        if !self.is_shut() {
+            // Relaxed: shutting a little late or early changes the pace, nothing
+            // else; waiters are released only through `open`.
+            self.shut.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The consumers caught up (or the queue closed, or a producer waited
+    /// `MAX_WAIT`): let every waiting send go.
+    pub(crate) fn open(&self) {
+        // SeqCst swap: the waiter protocol's state change; only the caller that
+        // flipped it notifies, so an open gate costs a load.
+        if self.is_shut() && self.shut.swap(false, Ordering::SeqCst) {
+            self.waiters.notify_all();
+        }
+    }
+
+    /// A blocking send found the gate shut: waits until it opens, `until`
+    /// passes, `closed()` holds, or `MAX_WAIT` passes (then it opens the gate for
+    /// everyone). Returns at once on a mock clock, which never shuts it.
+    pub(crate) fn wait(&self, clock: &Clock, until: Option<Instant>, closed: impl Fn() -> bool) {
+        if clock.is_mock() {
+            return;
+        }
+        let limit = clock.now() + self.max_wait;
+        let deadline = until.map_or(limit, |u| u.min(limit));
+        let passed = block_on(&self.waiters, clock, Some(deadline), || {
+            // SeqCst: the waiter's re-check after registering (`waiters.rs`).
+            (!self.shut.load(Ordering::SeqCst) || closed()).then_some(())
+        });
+        if passed.is_none() && deadline == limit {
+            self.open();
+        }
+    }
+}
+
+#[cfg(all(test, not(delayq_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn an_open_gate_does_not_wait() {
+        let a = Admission::default();
+        let t0 = Instant::now();
+        a.wait(&Clock::default(), None, || false);
+        assert!(!a.is_shut());
+        assert!(t0.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_shut_gate_opens_itself_after_max_wait() {
+        let a = Admission::default();
+        a.shut();
+        assert!(a.is_shut());
+        let t0 = Instant::now();
+        a.wait(&Clock::default(), None, || false);
+        assert!(t0.elapsed() >= MAX_WAIT, "returned before MAX_WAIT: {:?}", t0.elapsed());
+        assert!(!a.is_shut(), "a send that waited MAX_WAIT in vain opens the gate");
+    }
+
+    #[test]
+    fn a_shorter_deadline_ends_the_wait_and_leaves_the_gate_shut() {
+        let a = Admission::default();
+        a.shut();
+        a.wait(&Clock::default(), Some(Instant::now()), || false);
+        assert!(a.is_shut());
+    }
+
+    #[test]
+    fn opening_releases_a_waiting_send() {
+        // A minute's patience: only `open` can release the waiter in time.
+        let a = Arc::new(Admission::with_max_wait(Duration::from_secs(60)));
+        a.shut();
+        let a2 = a.clone();
+        let t = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            a2.wait(&Clock::default(), None, || false);
+            t0.elapsed()
+        });
+        while a.waiters.len() == 0 {
+            std::thread::yield_now();
+        }
+        a.open();
+        let waited = t.join().unwrap();
+        assert!(!a.is_shut());
+        assert!(waited < Duration::from_secs(30), "released by open, not by the wait limit: {waited:?}");
+    }
+
+    #[test]
+    fn a_closed_queue_passes_a_shut_gate() {
+        let a = Admission::default();
+        a.shut();
+        a.wait(&Clock::default(), None, || true);
+        assert!(a.is_shut(), "closed() ended the wait; the gate itself did not change");
+    }
+
+    #[test]
+    fn a_mock_clock_never_waits() {
+        let a = Admission::default();
+        a.shut();
+        a.wait(&Clock::from(crate::MockClock::new()), None, || false);
+        assert!(a.is_shut());
+    }
+}
