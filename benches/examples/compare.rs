@@ -9,19 +9,24 @@
 //!
 //! Workload (`compare/workload.rs`): P producers, C consumers, N items, deadline =
 //! (send time) + uniform[0, D]. The matrix is D ∈ {0, 1 ms, 10 ms} × (P, C) ∈
-//! {(1,1), (4,4), (16,16)} with unthrottled producers; then a paced run (100,000
-//! items/s offered, 16×16, D = 1 ms) for lateness, and an overload run
-//! (unthrottled, 16×16, D = 1 ms) of `delayq::bounded(65536)` for back-pressure.
-//! Implementations are in `compare/peers.rs`.
+//! {(1,1), (4,4), (16,16)} with unthrottled producers; then a paced sweep (20,000
+//! to 1,000,000 items/s offered in total, 16×16, D = 1 ms) for lateness and CPU
+//! against load, and an overload run (unthrottled, 16×16, D = 1 ms) of
+//! `delayq::bounded(65536)` for back-pressure. Implementations are in
+//! `compare/peers.rs`. With `--background-load`, each run shares the machine
+//! with one spinning thread (`compare/hog.rs`).
 //!
 //! Each run is a child process of this binary (`--child …`), so peak RSS (VmHWM)
 //! and CPU time (getrusage) belong to that run alone, and a hang or crash is
 //! caught (with a timeout) and reported instead of stopping the comparison. Every
 //! run is checked: each id received exactly once (lost / duplicated), none before
-//! its deadline (early). The parent keeps the median-throughput repeat of each
-//! configuration and writes `results.md`, `runs.csv`, `throughput.svg` and
-//! `lateness.svg` to the output directory.
+//! its deadline (early). The parent keeps every repeat (min / median / max) and
+//! the median-throughput one of each configuration, and writes `results.md`,
+//! `runs.csv`, `throughput.svg`, `lateness.svg` and `sweep.svg` to the output
+//! directory.
 
+#[path = "compare/hog.rs"]
+mod hog;
 #[path = "compare/peers.rs"]
 mod peers;
 #[path = "compare/report.rs"]
@@ -45,21 +50,31 @@ USAGE: cargo run --release -p delayq-bench --example compare -- [OPTIONS]
 
 OPTIONS:
   --quick             smoke run for CI: N = 500000, 1 repeat, configs 1x1/4x4/16x16 at
-                      D = 1 ms plus 16x16 at D = 0, 1 s paced run; writes to
-                      target/bench-quick unless --out is given
+                      D = 1 ms plus 16x16 at D = 0, one paced rate (100000) for 1 s;
+                      writes to target/bench-quick unless --out is given
   --n N               items per matrix run (default 2000000)
-  --repeats R         repeats of every run; the median-throughput one is kept (default 3)
+  --repeats R         repeats of every run; results.md shows min / median / max and
+                      keeps the median-throughput one (paced: median p99) (default 3)
   --impls a,b,...     subset of: delayq,delayq-bounded,delayq-batch,delayq-async,std-heap,pl-heap,tokio-dq,skiplist,channel
   --threads 1,4,16    producers = consumers per side (default 1,4,16)
   --delays 0,1,10     D values in ms (default 0,1,10)
-  --paced-secs S      length of the paced run (default 3; 0 skips it)
-  --rate R            offered items/s of the paced run (default 100000)
+  --paced-secs S      length of each paced run (default 3; 0 skips the sweep)
+  --rates R1,R2,...   offered items/s (in total; 16x16, D = 1 ms) of the paced sweep,
+                      one run per rate (default 20000,100000,400000,1000000)
+  --rate R            a single paced rate: same as --rates R
   --overload-caps C,… capacities of the overload runs (default 65536,4096)
   --no-overload       skip the overload runs
   --timeout S         per-run timeout in seconds (default 30 + N/25000)
   --out DIR           output directory (default docs/bench)
   --wait-quiet C      before each run, wait until other processes use less than C
-                      cores over a 1 s sample (at most 60 s per run, 15 min in all)
+                      cores over a 1 s sample (at most 60 s per run, 15 min in all);
+                      measured before the background hog, if any, starts
+  --background-load   run every child alongside one spinning thread (a separate
+                      process, started just before the child and killed after it)
+  --background-load both
+                      run every configuration without and then with the spinning
+                      thread (interleaved: quiet run, loaded run, per repeat); results.md
+                      shows the two side by side
 ";
 
 struct Options {
@@ -69,11 +84,26 @@ struct Options {
     impls: Vec<String>,
     matrix: Vec<(usize, Duration)>,
     paced_secs: f64,
-    rate: f64,
+    rates: Vec<f64>,
+    /// Background-load modes to run, in order: `false` = quiet, `true` = with the hog.
+    loads: Vec<bool>,
     overload_caps: Vec<usize>,
     timeout: Option<Duration>,
     out: Option<PathBuf>,
     wait_quiet: Option<f64>,
+}
+
+/// One run of the plan: an implementation, a configuration, a repeat, a load.
+struct Planned {
+    kind: Kind,
+    name: String,
+    threads: usize,
+    n: usize,
+    d: Duration,
+    pace: Pace,
+    repeat: usize,
+    /// Run alongside the background hog.
+    loaded: bool,
 }
 
 fn parse_list<T: std::str::FromStr>(s: &str, what: &str) -> Vec<T> {
@@ -95,14 +125,15 @@ fn parse_options(args: &[String]) -> Options {
         impls: peers::ALL.iter().map(|s| s.to_string()).collect(),
         matrix: Vec::new(),
         paced_secs: 3.0,
-        rate: 100_000.0,
+        rates: vec![20_000.0, 100_000.0, 400_000.0, 1_000_000.0],
+        loads: vec![false],
         overload_caps: vec![peers::BOUNDED_CAP, 4096],
         timeout: None,
         out: None,
         wait_quiet: None,
     };
     let (mut threads, mut delays): (Option<Vec<usize>>, Option<Vec<u64>>) = (None, None);
-    let (mut n_set, mut r_set, mut paced_set) = (false, false, false);
+    let (mut n_set, mut r_set, mut paced_set, mut rates_set) = (false, false, false, false);
     let mut i = 0;
     let value = |i: &mut usize| -> String {
         *i += 1;
@@ -133,7 +164,22 @@ fn parse_options(args: &[String]) -> Options {
                 o.paced_secs = value(&mut i).parse().unwrap_or_else(|_| die("bad --paced-secs"));
                 paced_set = true;
             }
-            "--rate" => o.rate = value(&mut i).parse().unwrap_or_else(|_| die("bad --rate")),
+            "--rate" => {
+                o.rates = vec![value(&mut i).parse().unwrap_or_else(|_| die("bad --rate"))];
+                rates_set = true;
+            }
+            "--rates" => {
+                o.rates = parse_list(&value(&mut i), "--rates");
+                rates_set = true;
+            }
+            "--background-load" => {
+                o.loads = if args.get(i + 1).map(String::as_str) == Some("both") {
+                    i += 1;
+                    vec![false, true]
+                } else {
+                    vec![true]
+                };
+            }
             "--no-overload" => o.overload_caps.clear(),
             "--overload-caps" => o.overload_caps = parse_list(&value(&mut i), "--overload-caps"),
             "--timeout" => {
@@ -156,6 +202,9 @@ fn parse_options(args: &[String]) -> Options {
     if o.repeats == 0 || o.n == 0 {
         die("--n and --repeats must be at least 1");
     }
+    if o.rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+        die("paced rates must be positive");
+    }
     if o.quick {
         if !n_set {
             o.n = 500_000;
@@ -165,6 +214,9 @@ fn parse_options(args: &[String]) -> Options {
         }
         if !paced_set {
             o.paced_secs = 1.0;
+        }
+        if !rates_set {
+            o.rates = vec![100_000.0];
         }
     }
     let ms = Duration::from_millis;
@@ -181,8 +233,10 @@ fn parse_options(args: &[String]) -> Options {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--child") {
-        return child(&args[1..]);
+    match args.first().map(String::as_str) {
+        Some("--child") => return child(&args[1..]),
+        Some("--hog") => return hog::spin(&args[1..]),
+        _ => {}
     }
     let o = parse_options(&args);
     let out = o.out.clone().unwrap_or_else(|| {
@@ -201,26 +255,27 @@ fn main() {
     eprintln!("compare: {machine_start}");
 
     // Every run, in order: repeats outermost, so that a burst of outside load
-    // hits every implementation of a configuration rather than one of them.
-    let mut plan: Vec<(Kind, String, usize, usize, Duration, Pace, usize)> = Vec::new();
-    for rep in 0..o.repeats {
+    // hits every implementation of a configuration rather than one of them; with
+    // `--background-load both`, the quiet and the loaded run of one
+    // implementation and configuration go back to back.
+    let mut plan: Vec<Planned> = Vec::new();
+    for repeat in 0..o.repeats {
+        let mut push = |kind: Kind, name: &str, threads: usize, n: usize, d: Duration, pace: Pace| {
+            for &loaded in &o.loads {
+                plan.push(Planned { kind, name: name.to_owned(), threads, n, d, pace, repeat, loaded });
+            }
+        };
         for &(t, d) in &o.matrix {
             for name in &o.impls {
-                plan.push((Kind::Matrix, name.clone(), t, o.n, d, Pace::Unthrottled, rep));
+                push(Kind::Matrix, name, t, o.n, d, Pace::Unthrottled);
             }
         }
         if o.paced_secs > 0.0 {
-            let n = (o.rate * o.paced_secs).round() as usize;
-            for name in &o.impls {
-                plan.push((
-                    Kind::Paced,
-                    name.clone(),
-                    16,
-                    n,
-                    Duration::from_millis(1),
-                    Pace::Rate(o.rate),
-                    rep,
-                ));
+            for &rate in &o.rates {
+                let n = ((rate * o.paced_secs).round() as usize).max(1);
+                for name in &o.impls {
+                    push(Kind::Paced, name, 16, n, Duration::from_millis(1), Pace::Rate(rate));
+                }
             }
         }
         for &cap in &o.overload_caps {
@@ -229,7 +284,7 @@ fn main() {
             } else {
                 format!("delayq-bounded-{cap}")
             };
-            plan.push((Kind::Overload, name, 16, o.n, Duration::from_millis(1), Pace::Unthrottled, rep));
+            push(Kind::Overload, &name, 16, o.n, Duration::from_millis(1), Pace::Unthrottled);
         }
     }
 
@@ -238,23 +293,40 @@ fn main() {
     let exe = private_copy();
     let source = source_rev();
     let mut records = Vec::new();
-    for (i, (kind, name, t, n, d, pace, rep)) in plan.iter().enumerate() {
+    for (i, p) in plan.iter().enumerate() {
         // The channel has no delay: it always runs with D = 0 (the hand-off ceiling).
-        let d_eff = if name == "channel" { Duration::ZERO } else { *d };
-        let timeout = o.timeout.unwrap_or_else(|| Duration::from_secs(30 + (*n / 25_000) as u64));
-        let rate = match pace {
+        let d_eff = if p.name == "channel" { Duration::ZERO } else { p.d };
+        let timeout = o.timeout.unwrap_or_else(|| Duration::from_secs(30 + (p.n / 25_000) as u64));
+        let rate = match p.pace {
             Pace::Unthrottled => 0.0,
-            Pace::Rate(r) => *r,
+            Pace::Rate(r) => r,
         };
+        // Measured before the hog starts: it waits for the rest of the machine.
         if let Some(limit) = o.wait_quiet {
             wait_quiet(limit);
         }
         let t0 = Instant::now();
         let (busy0, kids0) = (sys::machine_busy(), sys::children_cpu());
-        let status = run_child(&exe, name, *t, *n, d_eff, rate, timeout);
-        // Cores used by everything else on the machine while the child ran.
-        let others = ((sys::machine_busy() - busy0) - (sys::children_cpu() - kids0)).max(0.0)
-            / t0.elapsed().as_secs_f64().max(1e-3);
+        let hog = if p.loaded {
+            match hog::Hog::start(&exe, timeout) {
+                Ok(h) => Some(h),
+                Err(e) => die(&format!("cannot start the background hog: {e}")),
+            }
+        } else {
+            None
+        };
+        let c0 = Instant::now();
+        let status = run_child(&exe, &p.name, p.threads, p.n, d_eff, rate, timeout);
+        let child_s = c0.elapsed().as_secs_f64();
+        let kids1 = sys::children_cpu();
+        if let Some(h) = hog {
+            h.stop();
+        }
+        let (elapsed, kids2) = (t0.elapsed().as_secs_f64().max(1e-3), sys::children_cpu());
+        // Cores used by everything else on the machine while the child (and the
+        // hog, both reaped by now) ran, and by the hog itself.
+        let others = ((sys::machine_busy() - busy0) - (kids2 - kids0)).max(0.0) / elapsed;
+        let hog_cores = (kids2 - kids1).max(0.0) / elapsed;
         let line = match &status {
             Status::Ok(m) => format!(
                 "{:>8.3} M/s  p50 {:>9.1} µs  p99 {:>9.1} µs  lost {} dup {} early {}",
@@ -267,27 +339,34 @@ fn main() {
             ),
             Status::Failed(why) => format!("FAILED: {why}"),
         };
+        let what = match p.pace {
+            Pace::Rate(r) => format!("{r:.0}/s"),
+            Pace::Unthrottled => format!("D={}", report::fmt_d(p.d)),
+        };
         eprintln!(
-            "[{:>3}/{}] {:<8} {:<14} {:>2}x{:<2} D={:<5} rep {}  {line}  ({:.1} s, others {others:.2} cores)",
+            "[{:>3}/{}] {:<8} {:<14} {:>2}x{:<2} {what:<10} {:<4} rep {}  {line}  ({child_s:.1} s, others {others:.2} cores{})",
             i + 1,
             plan.len(),
-            kind.label(),
-            name,
-            t,
-            t,
-            report::fmt_d(*d),
-            rep + 1,
-            t0.elapsed().as_secs_f64()
+            p.kind.label(),
+            p.name,
+            p.threads,
+            p.threads,
+            if p.loaded { "+hog" } else { "" },
+            p.repeat + 1,
+            if p.loaded { format!(", hog {hog_cores:.2}") } else { String::new() }
         );
         records.push(RunRecord {
-            kind: *kind,
-            name: name.clone(),
-            threads: *t,
-            n: *n,
-            d: *d,
+            kind: p.kind,
+            name: p.name.clone(),
+            threads: p.threads,
+            n: p.n,
+            d: p.d,
             rate,
-            repeat: *rep,
+            repeat: p.repeat,
+            loaded: p.loaded,
             others,
+            hog_cores,
+            child_s,
             status,
         });
     }
@@ -304,13 +383,17 @@ fn main() {
         elapsed: started.elapsed(),
         n: o.n,
         repeats: o.repeats,
-        rate: o.rate,
+        rates: o.rates.clone(),
         paced_secs: o.paced_secs,
+        loads: o.loads.clone(),
         source,
     };
     let _ = std::fs::remove_file(&exe);
     report::write_all(&out, &meta, &records).unwrap_or_else(|e| die(&format!("writing the report: {e}")));
-    eprintln!("compare: wrote {}/results.md, runs.csv, throughput.svg, lateness.svg", out.display());
+    eprintln!(
+        "compare: wrote {}/results.md, runs.csv, throughput.svg, lateness.svg, sweep.svg",
+        out.display()
+    );
     let bad = records.iter().filter(|r| !r.is_correct()).count();
     if bad > 0 {
         eprintln!("compare: {bad} run(s) FAILED or were incorrect (lost/duplicated/early/hang/crash); see results.md");
