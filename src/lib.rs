@@ -51,7 +51,13 @@
 //!   only timer is the earliest deadline. The wakeup protocol (an earlier head must
 //!   wake a sleeping dequeue proxy) is in `wakeup.rs`, with its invariant; loom
 //!   checks it (`loom-tests/`).
-//! - Costs per item: a send reads `closed`, does an RMW on `len` (a CAS loop when
+//! - Admission: while the consumers fall behind (due items wait for room in the
+//!   egress ring), blocking sends pause at a gate, at most 1 ms each, so that
+//!   unthrottled producers cannot grow a backlog behind the deadlines; the gate
+//!   is no capacity (a consumer that never comes costs a send one pause, not a
+//!   hang), `try_send_*` and the async sends pass it, and a [`MockClock`] queue
+//!   never shuts it (`admission.rs`).
+//! - Costs per item: a blocking send reads the admission gate; a send reads `closed`, does an RMW on `len` (a CAS loop when
 //!   bounded), a SeqCst fence, a second read of `closed`, a relaxed RMW for its
 //!   key, a CAS on the ingress tail, a stamp store and the enqueue bell's fence and
 //!   load; a receive does a CAS on the egress head (one per batch for
