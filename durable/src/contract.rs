@@ -110,7 +110,7 @@ impl JobQueue for DurableQueue {
         DurableQueue::len(self)
     }
     fn stats(&self) -> Result<Stats, DurableError> {
-        Ok(DurableQueue::stats(self))
+        DurableQueue::stats(self)
     }
     fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
         DurableQueue::dead_jobs(self, limit)

@@ -101,7 +101,7 @@ pub struct CommitStats {
 
 impl fmt::Debug for DurableQueue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DurableQueue").field("path", &self.inner.path).field("stats", &self.stats()).finish()
+        f.debug_struct("DurableQueue").field("path", &self.inner.path).field("stats", &self.counts()).finish()
     }
 }
 
@@ -440,7 +440,7 @@ impl DurableQueue {
 
     /// Jobs not yet acked and not dead: pending plus leased.
     pub fn len(&self) -> Result<u64, DurableError> {
-        let s = self.stats();
+        let s = self.counts();
         Ok(s.pending + s.leased)
     }
 
@@ -449,8 +449,14 @@ impl DurableQueue {
         Ok(self.len()? == 0)
     }
 
-    /// Jobs by state, as of the last commit.
-    pub fn stats(&self) -> Stats {
+    /// Jobs by state, as of the last commit. It reads counters in memory and
+    /// does not fail; it returns a `Result` so that its signature is
+    /// [`RedisQueue::stats`](crate::JobQueue::stats)'s and the trait's.
+    pub fn stats(&self) -> Result<Stats, DurableError> {
+        Ok(self.counts())
+    }
+
+    fn counts(&self) -> Stats {
         let c = &self.inner.counters;
         Stats {
             pending: c.pending.load(Ordering::Relaxed),

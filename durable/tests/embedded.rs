@@ -111,7 +111,7 @@ fn reopening_recovers_pending_jobs_and_redelivers_orphaned_leases_at_once() {
         // The holder "crashes": the queue is dropped with the lease open.
     }
     let q = DurableQueue::open(&path).unwrap();
-    let s = q.stats();
+    let s = q.stats().unwrap();
     assert_eq!((s.pending, s.leased), (2, 1));
     let job = q.reserve_timeout(LEASE, ms(100)).unwrap().expect("an orphaned lease is due at once");
     assert_eq!((job.id(), job.attempt(), job.payload()), (leased_id, 2, &b"leased"[..]));

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use conformance::{ms, Opts};
 use delayq_durable::{JobId, RedisQueue};
@@ -61,6 +61,10 @@ conformance_tests!(super::open_redis);
 
 const LEASE: Duration = Duration::from_secs(30);
 
+fn nanos(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
+}
+
 // ------------------------------------------------------------- children
 
 /// Runs as a child process when `DELAYQ_REDIS_CHILD` names a role.
@@ -76,15 +80,23 @@ fn child_role() {
         "produce" => {
             let n: u64 = std::env::var("DELAYQ_REDIS_N").unwrap().parse().unwrap();
             for i in 0..n {
-                let id = q.send_after(&i.to_le_bytes(), ms(i % 5 * 40)).unwrap();
-                println!("S {}", id.0);
+                // The deadline as the producer means it, read before the
+                // send: the server's "now + delay" is no earlier (one host
+                // clock), so a job handed out before this time was early.
+                let delay = ms(i % 5 * 40);
+                let deadline = nanos(SystemTime::now() + delay);
+                let id = q.send_after(&i.to_le_bytes(), delay).unwrap();
+                println!("S {} {deadline}", id.0);
             }
         }
         "consume" => {
             // Until the queue has been quiet for 2 s.
             while let Some(job) = q.reserve_timeout(LEASE, Duration::from_secs(2)).unwrap() {
-                let early = SystemTime::now() < job.deadline();
-                println!("D {} {} {}", job.id().0, job.attempt(), if early { "EARLY" } else { "ok" });
+                // Not compared with `job.deadline()` here: that is the
+                // server's deadline mapped with a clock reading taken before
+                // the reserve, so it has always passed. The parent compares
+                // this time with the producer's deadline.
+                println!("D {} {} {}", job.id().0, job.attempt(), nanos(SystemTime::now()));
                 assert!(q.ack(&job).unwrap(), "ack refused");
                 println!("A {}", job.id().0);
             }
@@ -127,10 +139,14 @@ fn producer_and_consumer_processes_lose_nothing_and_deliver_nothing_twice() {
     let consumers: Vec<_> = (0..3).map(|_| child("consume", &server.url(), &queue, 0)).collect();
     let producers: Vec<_> = (0..3).map(|_| child("produce", &server.url(), &queue, 400)).collect();
     let mut sent = Vec::new();
+    let mut deadlines: HashMap<u64, u64> = HashMap::new();
     for p in producers {
         for l in lines(p) {
-            if let Some(id) = l.strip_prefix("S ") {
-                sent.push(id.parse::<u64>().unwrap());
+            if let Some(rest) = l.strip_prefix("S ") {
+                let (id, deadline) = rest.split_once(' ').unwrap();
+                let id = id.parse::<u64>().unwrap();
+                sent.push(id);
+                deadlines.insert(id, deadline.parse().unwrap());
             }
         }
     }
@@ -141,8 +157,16 @@ fn producer_and_consumer_processes_lose_nothing_and_deliver_nothing_twice() {
             let f: Vec<&str> = l.split(' ').collect();
             match f[0] {
                 "D" => {
-                    delivered.entry(f[1].parse().unwrap()).or_default().push(f[2].parse().unwrap());
-                    early += usize::from(f[3] == "EARLY");
+                    let id: u64 = f[1].parse().unwrap();
+                    let at: u64 = f[3].parse().unwrap();
+                    delivered.entry(id).or_default().push(f[2].parse().unwrap());
+                    if deadlines.get(&id).is_some_and(|&d| at < d) {
+                        early += 1;
+                        eprintln!(
+                            "job {id} delivered {} µs before its deadline",
+                            (deadlines[&id] - at) / 1000
+                        );
+                    }
                 }
                 "A" => *acked.entry(f[1].parse().unwrap()).or_default() += 1,
                 _ => {}
@@ -150,7 +174,7 @@ fn producer_and_consumer_processes_lose_nothing_and_deliver_nothing_twice() {
         }
     }
     assert_eq!(sent.len(), 1200);
-    assert_eq!(early, 0, "delivered before the deadline");
+    assert_eq!(early, 0, "delivered before the producer's deadline");
     for id in &sent {
         assert_eq!(acked.get(id), Some(&1), "job {id} acked {:?} times", acked.get(id));
         assert_eq!(delivered[id], vec![1], "job {id}: undeclared or extra deliveries");
@@ -333,4 +357,122 @@ fn an_unreachable_server_gives_a_clear_error() {
     assert!(text.contains("connecting to redis://127.0.0.1"), "{text}");
     assert!(RedisQueue::connect("not a url", "q").is_err());
     assert!(RedisQueue::connect("redis://127.0.0.1:1/", "").unwrap_err().to_string().contains("name"));
+}
+
+// ------------------------------------------------------------- upkeep
+
+/// A raw connection to the server, for looking at and damaging the keys.
+fn raw(server: &RedisServer) -> redis::Connection {
+    redis::Client::open(server.url()).unwrap().get_connection().unwrap()
+}
+
+#[test]
+fn a_change_s_nonce_result_is_kept_for_the_retry_window_not_ten_minutes() {
+    let Some(server) = shared() else { return };
+    let mut con = raw(server);
+    for (retry_for, ttl) in [(Duration::from_secs(10), 30), (Duration::from_secs(1), 21)] {
+        let queue = unique("nonce");
+        let q = RedisQueue::builder().retry_for(retry_for).connect(&server.url(), &queue).unwrap();
+        q.send_after(b"x", ms(0)).unwrap();
+        let keys: Vec<String> =
+            redis::cmd("KEYS").arg(format!("delayq:{{{queue}}}:r:*")).query(&mut con).unwrap();
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        let left: i64 = redis::cmd("TTL").arg(&keys[0]).query(&mut con).unwrap();
+        assert!(left > ttl - 5 && left <= ttl, "a nonce kept {left} s, expected {ttl} s");
+    }
+}
+
+#[test]
+fn a_job_hash_deleted_by_hand_does_not_stop_the_consumers() {
+    let Some(server) = shared() else { return };
+    let mut con = raw(server);
+    let queue = unique("orphan");
+    let prefix = format!("delayq:{{{queue}}}:");
+    let q = RedisQueue::builder().max_attempts(1).connect(&server.url(), &queue).unwrap();
+    let del = |con: &mut redis::Connection, id: JobId| {
+        let n: i64 = redis::cmd("DEL").arg(format!("{prefix}job:{}", id.0)).query(con).unwrap();
+        assert_eq!(n, 1);
+    };
+    // A pending job without its hash.
+    let gone = q.send_after(b"gone", ms(0)).unwrap();
+    let kept = q.send_after(b"kept", ms(0)).unwrap();
+    del(&mut con, gone);
+    let job = q.reserve_timeout(LEASE, Duration::from_secs(5)).unwrap().expect("the intact job");
+    assert_eq!(job.id(), kept);
+    assert!(q.ack(&job).unwrap());
+    assert_eq!(q.reserve_timeout(LEASE, ms(100)).unwrap(), None);
+    // A leased job without its hash, whose lease then ends.
+    let leased = q.send_after(b"leased", ms(0)).unwrap();
+    let job = q.reserve(ms(50)).unwrap();
+    assert_eq!(job.id(), leased);
+    del(&mut con, leased);
+    thread::sleep(ms(100));
+    let next = q.send_after(b"next", ms(0)).unwrap();
+    let job = q.reserve_timeout(LEASE, Duration::from_secs(5)).unwrap().expect("the intact job");
+    assert_eq!(job.id(), next);
+    // A dead job without its hash: listed no more.
+    assert!(q.nack(&job, SystemTime::now()).unwrap());
+    assert_eq!(q.dead_jobs(10).unwrap().len(), 1);
+    del(&mut con, next);
+    assert_eq!(q.dead_jobs(10).unwrap(), vec![]);
+    let s = q.stats().unwrap();
+    assert_eq!((s.pending, s.leased, s.dead), (0, 0, 0), "orphaned entries are dropped");
+    q.send_after(b"last", ms(0)).unwrap();
+    assert_eq!(q.reserve_timeout(LEASE, Duration::from_secs(5)).unwrap().unwrap().payload(), b"last");
+}
+
+#[test]
+fn after_a_server_restart_a_call_retries_on_a_fresh_connection_not_on_each_dead_idle_one() {
+    if !redis_server::available() {
+        return;
+    }
+    let server = RedisServer::start("pool");
+    let queue = unique("pool");
+    let q = RedisQueue::builder().retry_for(Duration::from_secs(3)).connect(&server.url(), &queue).unwrap();
+    // Fill the pool with idle connections: many calls at once.
+    let barrier = std::sync::Barrier::new(32);
+    thread::scope(|s| {
+        for _ in 0..32 {
+            s.spawn(|| {
+                barrier.wait();
+                for _ in 0..20 {
+                    q.send_after(b"x", Duration::from_secs(3600)).unwrap();
+                }
+            });
+        }
+    });
+    let info: String = redis::cmd("INFO").arg("clients").query(&mut raw(&server)).unwrap();
+    let clients: usize = info
+        .lines()
+        .find_map(|l| l.strip_prefix("connected_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap();
+    assert!(clients >= 12, "only {clients} connections: the test needs many idle ones");
+    server.restart();
+    // Every idle connection is dead now. One retry on a fresh connection
+    // suffices; trying them in turn would sleep 5 + 10 + 20 + … ms between.
+    let t = Instant::now();
+    let len = q.len().unwrap();
+    assert_eq!(len, 640);
+    assert!(t.elapsed() < ms(500), "the first call after a restart took {:?}", t.elapsed());
+}
+
+#[test]
+fn the_harness_trusts_only_its_own_server_and_removes_dead_runs_directories() {
+    let Some(server) = shared() else { return };
+    // A port another server answers on: ours must not be taken for it.
+    let dir = std::env::temp_dir().join(format!("delayq-harness-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    assert!(RedisServer::start_on(server.port, &dir).is_none(), "took another server for ours");
+    assert!(redis_server::server_pid(server.port).is_some(), "the shared server still answers");
+    let _ = std::fs::remove_dir_all(&dir);
+    // A directory of a process that is gone is removed; ours is kept.
+    let mut done = Command::new("true").spawn().unwrap();
+    let dead_pid = done.id();
+    done.wait().unwrap();
+    let stale = std::env::temp_dir().join(format!("delayq-redis-shared-{dead_pid}-0"));
+    std::fs::create_dir_all(&stale).unwrap();
+    redis_server::remove_stale_dirs();
+    assert!(!stale.exists(), "{} was left behind", stale.display());
+    assert!(server.dir.exists(), "the live server's directory was removed");
 }

@@ -55,18 +55,26 @@ use self::watch::{Notifier, Watch};
 ///   subscription). If the subscription drops, the watcher resubscribes and
 ///   wakes every waiter to re-check; a silently dead connection is found by a
 ///   `PING` after [`liveness`](RedisBuilder::liveness) without traffic (default
-///   5 s). A lost message can delay a job by at most that interval plus the
-///   reconnect; it cannot lose one.
+///   5 s), which must answer within `min(liveness, 1 s)`. A lost message can
+///   delay a job by at most liveness + `min(liveness, 1 s)` + the reconnect
+///   (at most `connect_timeout`, default 2 s): 8 s with the defaults. It
+///   cannot lose one.
 /// - **Reconnects.** A call that meets a dropped connection, a refused one or a
-///   server still loading its data retries on a fresh connection with backoff
-///   (5 ms doubling to 500 ms) for up to [`retry_for`](RedisBuilder::retry_for)
-///   (default 10 s), then returns [`DurableError::Redis`]. Changes carry a
-///   nonce whose result the server keeps for 10 minutes, so a retried send is
-///   stored once. A retried `reserve` whose first reply was lost leaves that
-///   job leased to no one until its lease ends; it then comes back as its
-///   next attempt.
+///   server still loading its data drops the handle's idle connections (they
+///   are likely dead too, after a server restart) and retries on a fresh
+///   connection with backoff (5 ms doubling to 500 ms) for up to
+///   [`retry_for`](RedisBuilder::retry_for) (default 10 s), then returns
+///   [`DurableError::Redis`]. Changes carry a nonce whose result the server
+///   keeps for [`nonce_ttl`](RedisBuilder::nonce_ttl) (the retry window plus a
+///   margin: 30 s by default), so a retried send is stored once. A retried
+///   `reserve` whose first reply was lost leaves that job leased to no one
+///   until its lease ends; it then comes back as its next attempt.
 /// - **Durability** is the server's: run it with `appendonly yes` and
 ///   `appendfsync always` for "stored before `send` returns" (the tests do).
+/// - **No eviction.** Run the server with `maxmemory-policy noeviction` (the
+///   default): an evicting policy may drop a job's hash and lose the job. A
+///   set entry whose hash is gone is dropped by the next script that meets it,
+///   so consumers keep working; the job itself is lost.
 #[derive(Clone)]
 pub struct RedisQueue {
     inner: Arc<Inner>,
@@ -88,6 +96,8 @@ struct Inner {
     skew_ns: i64,
     nonces: AtomicU64,
     nonce_base: u64,
+    /// Seconds the server keeps a change's result under its nonce.
+    nonce_ttl: u64,
 }
 
 /// Options for [`RedisQueue`]: `RedisQueue::builder().max_attempts(5).connect(url, name)`.
@@ -137,6 +147,9 @@ impl RedisBuilder {
     }
 
     /// How long a call keeps retrying a lost connection before it fails.
+    ///
+    /// It also sets how long the server keeps each change's result under its
+    /// nonce (see [`nonce_ttl`](Self::nonce_ttl)).
     pub fn retry_for(mut self, d: Duration) -> RedisBuilder {
         self.retry_for = d;
         self
@@ -155,8 +168,9 @@ impl RedisBuilder {
     }
 
     /// How long the notification connection may stay silent before the
-    /// watcher checks it with a `PING`: the bound on the delay a lost
-    /// notification can cause (plus the reconnect).
+    /// watcher checks it with a `PING`, which must answer within
+    /// `min(liveness, 1 s)`. A lost notification delays a job by at most
+    /// liveness + `min(liveness, 1 s)` + the reconnect (`connect_timeout`).
     pub fn liveness(mut self, d: Duration) -> RedisBuilder {
         self.liveness = d;
         self
@@ -169,6 +183,28 @@ impl RedisBuilder {
         let ns = i64::try_from(offset.as_nanos()).unwrap_or(i64::MAX);
         self.skew_ns = if ahead { ns } else { -ns };
         self
+    }
+
+    /// How long the server keeps a change's result under its nonce (`r:<nonce>`,
+    /// so that a call retried after its reply was lost is not applied twice):
+    /// the longest a retry can come after the first try — `retry_for`, then a
+    /// last connect and write (`connect_timeout + io_timeout`) — plus 8 s, in
+    /// whole seconds. 30 s with the defaults. The cache holds one small key
+    /// per change made in that window, and no more.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use delayq_durable::RedisQueue;
+    ///
+    /// assert_eq!(RedisQueue::builder().nonce_ttl(), Duration::from_secs(30));
+    /// let b = RedisQueue::builder().retry_for(Duration::from_secs(60));
+    /// assert_eq!(b.nonce_ttl(), Duration::from_secs(80));
+    /// ```
+    pub fn nonce_ttl(&self) -> Duration {
+        let d = self.retry_for.saturating_add(self.connect_timeout).saturating_add(self.io_timeout);
+        let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0) + 8;
+        // Redis takes `EX` up to about 2^63 ms; a year is more than any retry needs.
+        Duration::from_secs(secs.min(365 * 86_400))
     }
 
     /// Connects to the server at `url` (`redis://host:port/db`, see the
@@ -201,6 +237,7 @@ impl RedisBuilder {
         let nonce_base = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
             ^ (u64::from(std::process::id()) << 32);
         let control = format!("{prefix}control:{nonce_base:x}");
+        let nonce_ttl = self.nonce_ttl().as_secs();
         let notifier = Arc::new(Notifier::default());
         let stop = Arc::new(AtomicBool::new(false));
         let watcher = Watch {
@@ -230,6 +267,7 @@ impl RedisBuilder {
                 skew_ns: self.skew_ns,
                 nonces: AtomicU64::new(0),
                 nonce_base,
+                nonce_ttl,
             }),
         })
     }
@@ -392,7 +430,7 @@ impl RedisQueue {
         let nonce = self.nonce();
         let ids: Vec<i64> = self.inner.pool.run("sending", |con| {
             let mut inv = self.inner.scripts.send.key(&self.inner.prefix);
-            inv.arg(&nonce).arg(self.inner.max_attempts).arg(jobs.len());
+            inv.arg(&nonce).arg(self.inner.nonce_ttl).arg(self.inner.max_attempts).arg(jobs.len());
             for (payload, delay) in jobs {
                 inv.arg(*delay).arg(*payload);
             }
@@ -513,7 +551,7 @@ impl RedisQueue {
         let nonce = self.nonce();
         let r: i64 = self.inner.pool.run(doing, |con| {
             let mut inv = script.key(&self.inner.prefix);
-            inv.arg(&nonce);
+            inv.arg(&nonce).arg(self.inner.nonce_ttl);
             for a in args {
                 inv.arg(a);
             }
@@ -540,7 +578,7 @@ impl RedisQueue {
         let nonce = self.nonce();
         let flags: Vec<i64> = self.inner.pool.run("acking", |con| {
             let mut inv = self.inner.scripts.ack_many.key(&self.inner.prefix);
-            inv.arg(&nonce).arg(jobs.len());
+            inv.arg(&nonce).arg(self.inner.nonce_ttl).arg(jobs.len());
             for job in jobs {
                 inv.arg(job.id.0).arg(job.token);
             }

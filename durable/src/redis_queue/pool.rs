@@ -77,9 +77,19 @@ impl Pool {
         r
     }
 
-    /// Runs `f` on a connection, retrying transient failures (a fresh
-    /// connection each time, backoff from 5 ms to 500 ms) for up to the retry
-    /// budget; then, or on any other error, fails with the server's message.
+    /// Drops every idle connection: after one has failed with a transient
+    /// error (a restarted server, a dropped network) the others are most
+    /// likely dead too, and retrying each in turn would spend the retry budget
+    /// on connections that cannot work.
+    fn drop_idle(&self) {
+        let idle = std::mem::take(&mut *self.idle.lock().unwrap_or_else(PoisonError::into_inner));
+        drop(idle); // closed outside the lock
+    }
+
+    /// Runs `f` on a connection, retrying transient failures (the idle
+    /// connections dropped, so each retry opens a fresh one; backoff from 5 ms
+    /// to 500 ms) for up to the retry budget; then, or on any other error,
+    /// fails with the server's message.
     pub(crate) fn run<T>(
         &self,
         doing: &str,
@@ -98,6 +108,7 @@ impl Pool {
             match result {
                 Ok(v) => return Ok(v),
                 Err(e) if transient(&e) && start.elapsed() < self.retry_for => {
+                    self.drop_idle();
                     thread::sleep(backoff.min(self.retry_for.saturating_sub(start.elapsed())));
                     backoff = (backoff * 2).min(Duration::from_millis(500));
                 }

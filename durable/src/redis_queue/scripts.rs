@@ -13,11 +13,19 @@
 //! | `pending` | zset | pending jobs by due time (µs since the Unix epoch, server clock) |
 //! | `leased` | zset | leased jobs by lease end |
 //! | `dead` | zset | dead jobs by time of death |
-//! | `r:<nonce>` | string | the result of a change, kept 10 min, so a call retried after a lost reply is not applied twice |
+//! | `r:<nonce>` | string | the result of a change, kept for the nonce TTL (the client's retry window plus a margin: 30 s by default), so a call retried after a lost reply is not applied twice |
 //! | channel `wake` | pub/sub | the due time of every job made pending (send, nack, requeue) |
 //!
 //! Times are integer microseconds since the Unix epoch: exact in Lua's doubles
 //! (below 2^53) until the year 2255.
+//!
+//! Every script that changes anything takes `ARGV[1]` = nonce and `ARGV[2]` =
+//! how long to keep its result (s); its own arguments follow.
+//!
+//! A `pending`, `leased` or `dead` entry whose `job:<id>` hash is gone (deleted
+//! by hand, or evicted by a server not run with `maxmemory-policy noeviction`)
+//! is removed from its set when a script meets it, and otherwise ignored: one
+//! missing hash must not stop every consumer.
 
 /// Shared by every script: `KEYS[1]` is the queue's key prefix.
 const PROLOGUE: &str = r#"
@@ -29,7 +37,7 @@ local function cached(nonce)
   return redis.call('GET', p .. 'r:' .. nonce)
 end
 local function remember(nonce, v)
-  if nonce ~= '' then redis.call('SET', p .. 'r:' .. nonce, v, 'EX', 600) end
+  if nonce ~= '' then redis.call('SET', p .. 'r:' .. nonce, v, 'EX', tonumber(ARGV[2])) end
 end
 local function unlink(id)
   redis.call('ZREM', p .. 'pending', id)
@@ -38,20 +46,20 @@ local function unlink(id)
 end
 "#;
 
-/// ARGV: nonce, max_attempts, n, then n pairs (delay µs from the server's
-/// now, may be negative; payload). Returns the ids, in order.
+/// ARGV: nonce, nonce TTL, max_attempts, n, then n pairs (delay µs from the
+/// server's now, may be negative; payload). Returns the ids, in order.
 const SEND: &str = r#"
 local c = cached(ARGV[1])
 if c then return cjson.decode(c) end
-local ma = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
+local ma = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
 local ids = {}
 local earliest = nil
 for i = 1, n do
-  local at = now + tonumber(ARGV[2 + 2 * i])
+  local at = now + tonumber(ARGV[3 + 2 * i])
   if at < 0 then at = 0 end
   local id = redis.call('INCR', p .. 'seq')
-  redis.call('HSET', p .. 'job:' .. id, 'payload', ARGV[3 + 2 * i], 'deadline', at, 'attempt', 0,
+  redis.call('HSET', p .. 'job:' .. id, 'payload', ARGV[4 + 2 * i], 'deadline', at, 'attempt', 0,
     'dead_after', ma, 'token', 0, 'lease_until', 0, 'state', 'p')
   redis.call('ZADD', p .. 'pending', at, id)
   ids[i] = id
@@ -64,7 +72,9 @@ return ids
 
 /// ARGV: lease µs, max jobs. First ends expired leases (up to 100): each job
 /// is due again at its lease end, or dead after its last attempt. Then leases
-/// up to `max` due jobs. Returns `{now, n, ...}`: with n > 0, six fields per
+/// up to `max` due jobs. An entry without its job hash is dropped and skipped
+/// (so a reply may carry fewer jobs than were due; the next due time is then
+/// at most now, and the client asks again at once). Returns `{now, n, ...}`: with n > 0, six fields per
 /// job (id, attempt, token, lease_until, deadline, payload); with n = 0, the
 /// next due time (a pending deadline or a lease end), or -1 if none.
 const RESERVE: &str = r#"
@@ -75,7 +85,9 @@ for _, id in ipairs(expired) do
   local k = p .. 'job:' .. id
   redis.call('ZREM', p .. 'leased', id)
   local f = redis.call('HMGET', k, 'attempt', 'dead_after', 'lease_until')
-  if tonumber(f[1]) >= tonumber(f[2]) then
+  if not f[1] or not f[2] or not f[3] then
+    -- The hash is gone: nothing to redeliver.
+  elseif tonumber(f[1]) >= tonumber(f[2]) then
     redis.call('HSET', k, 'state', 'd', 'token', 0)
     redis.call('ZADD', p .. 'dead', now, id)
   else
@@ -86,24 +98,30 @@ for _, id in ipairs(expired) do
   end
 end
 local due = redis.call('ZRANGEBYSCORE', p .. 'pending', '-inf', now, 'LIMIT', 0, max)
-local out = {now, #due}
+local out = {now, 0}
+local n = 0
 for _, id in ipairs(due) do
   local k = p .. 'job:' .. id
   redis.call('ZREM', p .. 'pending', id)
-  local attempt = redis.call('HINCRBY', k, 'attempt', 1)
-  local tok = redis.call('INCR', p .. 'tok')
-  local lease_until = now + lease
-  redis.call('HSET', k, 'state', 'l', 'token', tok, 'lease_until', lease_until)
-  redis.call('ZADD', p .. 'leased', lease_until, id)
   local f = redis.call('HMGET', k, 'deadline', 'payload')
-  table.insert(out, tonumber(id))
-  table.insert(out, attempt)
-  table.insert(out, tok)
-  table.insert(out, lease_until)
-  table.insert(out, f[1])
-  table.insert(out, f[2])
+  -- HINCRBY would re-create a missing hash: skip the orphaned entry instead.
+  if f[1] and f[2] then
+    local attempt = redis.call('HINCRBY', k, 'attempt', 1)
+    local tok = redis.call('INCR', p .. 'tok')
+    local lease_until = now + lease
+    redis.call('HSET', k, 'state', 'l', 'token', tok, 'lease_until', lease_until)
+    redis.call('ZADD', p .. 'leased', lease_until, id)
+    table.insert(out, tonumber(id))
+    table.insert(out, attempt)
+    table.insert(out, tok)
+    table.insert(out, lease_until)
+    table.insert(out, f[1])
+    table.insert(out, f[2])
+    n = n + 1
+  end
 end
-if #due == 0 then
+out[2] = n
+if n == 0 then
   local a = redis.call('ZRANGE', p .. 'pending', 0, 0, 'WITHSCORES')
   local b = redis.call('ZRANGE', p .. 'leased', 0, 0, 'WITHSCORES')
   local nxt = -1
@@ -114,33 +132,35 @@ end
 return out
 "#;
 
-/// ARGV: nonce, id, token. Deletes the job if the token is its current one.
+/// ARGV: nonce, nonce TTL, id, token. Deletes the job if the token is its
+/// current one.
 const ACK: &str = r#"
 local c = cached(ARGV[1])
 if c then return tonumber(c) end
-local k = p .. 'job:' .. ARGV[2]
+local k = p .. 'job:' .. ARGV[3]
 local r = 0
 local f = redis.call('HMGET', k, 'token', 'state')
-if f[1] and f[1] ~= '0' and f[1] == ARGV[3] and f[2] ~= 'd' then
+if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
   redis.call('DEL', k)
-  unlink(ARGV[2])
+  unlink(ARGV[3])
   r = 1
 end
 remember(ARGV[1], r)
 return r
 "#;
 
-/// ARGV: nonce, n, then n pairs (id, token). `ACK` for each; the flags in order.
+/// ARGV: nonce, nonce TTL, n, then n pairs (id, token). `ACK` for each; the
+/// flags in order.
 const ACK_MANY: &str = r#"
 local c = cached(ARGV[1])
 if c then return cjson.decode(c) end
 local out = {}
-for i = 1, tonumber(ARGV[2]) do
-  local id = ARGV[1 + 2 * i]
+for i = 1, tonumber(ARGV[3]) do
+  local id = ARGV[2 + 2 * i]
   local k = p .. 'job:' .. id
   local f = redis.call('HMGET', k, 'token', 'state')
   out[i] = 0
-  if f[1] and f[1] ~= '0' and f[1] == ARGV[2 + 2 * i] and f[2] ~= 'd' then
+  if f[1] and f[1] ~= '0' and f[1] == ARGV[3 + 2 * i] and f[2] ~= 'd' then
     redis.call('DEL', k)
     unlink(id)
     out[i] = 1
@@ -150,22 +170,22 @@ remember(ARGV[1], cjson.encode(out))
 return out
 "#;
 
-/// ARGV: nonce, id, token, delay µs. Retry at now + delay, or dead after the
-/// last attempt.
+/// ARGV: nonce, nonce TTL, id, token, delay µs. Retry at now + delay, or dead
+/// after the last attempt.
 const NACK: &str = r#"
 local c = cached(ARGV[1])
 if c then return tonumber(c) end
-local id = ARGV[2]
+local id = ARGV[3]
 local k = p .. 'job:' .. id
 local r = 0
 local f = redis.call('HMGET', k, 'token', 'state', 'attempt', 'dead_after')
-if f[1] and f[1] ~= '0' and f[1] == ARGV[3] and f[2] ~= 'd' then
+if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
   unlink(id)
   if tonumber(f[3]) >= tonumber(f[4]) then
     redis.call('HSET', k, 'state', 'd', 'token', 0)
     redis.call('ZADD', p .. 'dead', now, id)
   else
-    local at = now + tonumber(ARGV[4])
+    local at = now + tonumber(ARGV[5])
     if at < 0 then at = 0 end
     redis.call('HSET', k, 'state', 'p', 'token', 0, 'deadline', at)
     redis.call('ZADD', p .. 'pending', at, id)
@@ -177,16 +197,16 @@ remember(ARGV[1], r)
 return r
 "#;
 
-/// ARGV: nonce, id, token, lease µs. The lease ends `lease` from now.
+/// ARGV: nonce, nonce TTL, id, token, lease µs. The lease ends `lease` from now.
 const EXTEND: &str = r#"
 local c = cached(ARGV[1])
 if c then return tonumber(c) end
-local id = ARGV[2]
+local id = ARGV[3]
 local k = p .. 'job:' .. id
 local r = 0
 local f = redis.call('HMGET', k, 'token', 'state')
-if f[1] and f[1] ~= '0' and f[1] == ARGV[3] and f[2] ~= 'd' then
-  local lease_until = now + tonumber(ARGV[4])
+if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
+  local lease_until = now + tonumber(ARGV[5])
   redis.call('ZREM', p .. 'pending', id)
   redis.call('HSET', k, 'state', 'l', 'lease_until', lease_until)
   redis.call('ZADD', p .. 'leased', lease_until, id)
@@ -196,29 +216,29 @@ remember(ARGV[1], r)
 return r
 "#;
 
-/// ARGV: nonce, id. Deletes the job in any state.
+/// ARGV: nonce, nonce TTL, id. Deletes the job in any state.
 const CANCEL: &str = r#"
 local c = cached(ARGV[1])
 if c then return tonumber(c) end
-local r = redis.call('DEL', p .. 'job:' .. ARGV[2])
-unlink(ARGV[2])
+local r = redis.call('DEL', p .. 'job:' .. ARGV[3])
+unlink(ARGV[3])
 remember(ARGV[1], r)
 return r
 "#;
 
-/// ARGV: nonce, id, delay µs, max_attempts. A dead job back to pending.
+/// ARGV: nonce, nonce TTL, id, delay µs, max_attempts. A dead job back to pending.
 const REQUEUE: &str = r#"
 local c = cached(ARGV[1])
 if c then return tonumber(c) end
-local id = ARGV[2]
+local id = ARGV[3]
 local k = p .. 'job:' .. id
 local r = 0
 if redis.call('HGET', k, 'state') == 'd' then
-  local at = now + tonumber(ARGV[3])
+  local at = now + tonumber(ARGV[4])
   if at < 0 then at = 0 end
   local attempt = tonumber(redis.call('HGET', k, 'attempt'))
   redis.call('ZREM', p .. 'dead', id)
-  redis.call('HSET', k, 'state', 'p', 'token', 0, 'deadline', at, 'dead_after', attempt + tonumber(ARGV[4]))
+  redis.call('HSET', k, 'state', 'p', 'token', 0, 'deadline', at, 'dead_after', attempt + tonumber(ARGV[5]))
   redis.call('ZADD', p .. 'pending', at, id)
   redis.call('PUBLISH', p .. 'wake', at)
   r = 1
@@ -233,15 +253,20 @@ return {now, redis.call('ZCARD', p .. 'pending'), redis.call('ZCARD', p .. 'leas
 "#;
 
 /// ARGV: limit. Returns `{now, ...}`, four fields per dead job (id, attempt,
-/// deadline, payload), oldest death first.
+/// deadline, payload), oldest death first; an entry without its hash is
+/// dropped from the set and not listed.
 const DEAD: &str = r#"
 local out = {now}
 for _, id in ipairs(redis.call('ZRANGE', p .. 'dead', 0, tonumber(ARGV[1]) - 1)) do
   local f = redis.call('HMGET', p .. 'job:' .. id, 'attempt', 'deadline', 'payload')
-  table.insert(out, tonumber(id))
-  table.insert(out, tonumber(f[1]))
-  table.insert(out, f[2])
-  table.insert(out, f[3])
+  if f[1] and f[2] and f[3] then
+    table.insert(out, tonumber(id))
+    table.insert(out, tonumber(f[1]))
+    table.insert(out, f[2])
+    table.insert(out, f[3])
+  else
+    redis.call('ZREM', p .. 'dead', id)
+  end
 end
 return out
 "#;

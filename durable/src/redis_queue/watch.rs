@@ -13,9 +13,10 @@
 //! never seen. The watcher notices a dropped connection at once (a read
 //! error) and a silently dead one within the liveness interval (a `PING`
 //! after that long without traffic, the one periodic action of an idle
-//! handle). When it has subscribed again it wakes every waiter to re-check
-//! the queue. So a missed message delays a job by at most the liveness
-//! interval plus the time to reconnect; it never loses one.
+//! handle), which must answer within `min(liveness, 1 s)`. When it has
+//! subscribed again it wakes every waiter to re-check the queue. So a missed
+//! message delays a job by at most liveness + `min(liveness, 1 s)` + the time
+//! to reconnect (at most `connect_timeout`); it never loses one.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +26,9 @@ use std::time::{Duration, Instant};
 
 /// Messages remembered for waiters that have not looked yet.
 const KEEP: usize = 256;
+
+/// The longest a liveness `PING` may take to answer.
+const PING_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 pub(crate) struct Notifier {
@@ -146,6 +150,11 @@ impl Watch {
         }
     }
 
+    /// How long the liveness `PING` may take to answer: `min(liveness, 1 s)`.
+    fn ping_timeout(&self) -> Duration {
+        self.liveness.min(PING_TIMEOUT)
+    }
+
     /// Reads messages until the connection fails or `stop` is set.
     fn listen(&self, mut con: redis::Connection) {
         let mut ps = con.as_pubsub();
@@ -172,8 +181,13 @@ impl Watch {
                     self.notifier.announce(due);
                 }
                 Err(e) if e.is_timeout() => {
-                    // Quiet for a whole liveness interval: is the server still there?
-                    if ps.ping::<String>().is_err() {
+                    // Quiet for a whole liveness interval: is the server still
+                    // there? It has `ping_timeout` to say so, not another
+                    // whole interval.
+                    if ps.set_read_timeout(Some(self.ping_timeout())).is_err()
+                        || ps.ping::<String>().is_err()
+                        || ps.set_read_timeout(Some(self.liveness)).is_err()
+                    {
                         return;
                     }
                 }

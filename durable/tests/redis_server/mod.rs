@@ -3,6 +3,12 @@
 //! `appendfsync always`; killed when dropped, or when the thread that started
 //! it ends (PR_SET_PDEATHSIG), so no server outlives its test run.
 //!
+//! The server trusted is our child: a port answers for us only if `INFO
+//! server` reports our child's process id (another server that took the port
+//! meanwhile is not mistaken for ours). Directories left by test processes
+//! that died (a leaked shared server's, a SIGKILLed run's) are removed when
+//! the next server starts.
+//!
 //! Where `redis-server` cannot be found, [`available`] prints a loud SKIPPED
 //! line and returns false — unless the environment variable `CI` is set,
 //! where it panics: CI installs the server, so its absence is a failure.
@@ -45,23 +51,56 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
-    else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"PING\r\n").is_err() {
-        return false;
+/// The process id of the server answering on `port` (`INFO server`), if one
+/// answers.
+pub fn server_pid(port: u16) -> Option<u32> {
+    let mut s =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    s.write_all(b"INFO server\r\n").ok()?;
+    // A bulk string: `$<len>\r\n<text>\r\n`.
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") else { continue };
+        let len: usize = std::str::from_utf8(buf.strip_prefix(b"$")?.get(..eol - 1)?).ok()?.parse().ok()?;
+        if buf.len() >= eol + 2 + len {
+            let text = String::from_utf8_lossy(&buf[eol + 2..eol + 2 + len]).into_owned();
+            return text
+                .lines()
+                .find_map(|l| l.strip_prefix("process_id:"))
+                .and_then(|p| p.trim().parse().ok());
+        }
     }
-    let mut buf = [0u8; 16];
-    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
+}
+
+/// Removes `delayq-redis-*-<pid>-<n>` directories whose process is gone.
+pub fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("delayq-redis-") {
+            continue;
+        }
+        let mut parts = name.rsplit('-');
+        let (Some(_n), Some(pid)) = (parts.next(), parts.next()) else { continue };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 impl RedisServer {
     /// Starts a server in a fresh directory under the system temp dir.
     pub fn start(tag: &str) -> RedisServer {
         static N: AtomicUsize = AtomicUsize::new(0);
+        remove_stale_dirs();
         let dir = std::env::temp_dir().join(format!(
             "delayq-redis-{tag}-{}-{}",
             std::process::id(),
@@ -70,13 +109,24 @@ impl RedisServer {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         for _ in 0..5 {
-            let port = free_port();
-            let server = RedisServer { port, dir: dir.clone(), child: Mutex::new(None) };
-            if server.spawn() {
+            if let Some(server) = RedisServer::start_on(free_port(), &dir) {
                 return server;
             }
         }
         panic!("redis-server did not start; see {}/redis.log", dir.display());
+    }
+
+    /// Starts a server on `port` in `dir`; `None` if it did not come up as
+    /// the one answering there (the port was taken, by a server or not).
+    pub fn start_on(port: u16, dir: &Path) -> Option<RedisServer> {
+        let server = RedisServer { port, dir: dir.to_path_buf(), child: Mutex::new(None) };
+        if server.spawn() {
+            Some(server)
+        } else {
+            // Not ours to remove on drop.
+            std::mem::forget(server);
+            None
+        }
     }
 
     fn spawn(&self) -> bool {
@@ -96,12 +146,13 @@ impl RedisServer {
         let mut child = cmd.spawn().expect("spawning redis-server");
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
-            if ping(self.port) {
-                *self.child.lock().unwrap() = Some(child);
-                return true;
-            }
             if let Ok(Some(_)) = child.try_wait() {
                 return false; // the port was taken meanwhile
+            }
+            // Only our child counts: another server on this port is not ours.
+            if server_pid(self.port) == Some(child.id()) {
+                *self.child.lock().unwrap() = Some(child);
+                return true;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
