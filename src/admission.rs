@@ -1,34 +1,39 @@
-//! Admission: blocking sends pause while the consumers fall behind.
+//! Admission: blocking sends pause while the queue is behind.
 //!
 //! An unbounded queue has no capacity to stop its producers, and a bounded one
 //! may hold far more items than its consumers can take before those items'
 //! deadlines. Unthrottled producers then take the CPU that the proxies and the
-//! consumers need, due items pile up behind their deadlines, and every item is
-//! late by the whole backlog (a queue that delivers in order cannot do better
-//! once a backlog exists). So the queue has an admission gate, a flag that
-//! blocking sends look at before they enter:
+//! consumers need, commands queue in front of the enqueue proxy and due items
+//! pile up behind their deadlines, and every item is late by the whole backlog
+//! (a queue that delivers in order cannot do better once a backlog exists). So
+//! the queue has an admission gate that blocking sends look at before they enter.
+//! It is shut while either proxy reports a backlog ([`Reason`], one bit each):
 //!
-//! - **Shut** by the dequeue proxy at the end of a round, on a system clock, when
-//!   the consumers took items since its last round (they are there, and working)
-//!   but not fast enough: due items stay in the index because the egress ring is
-//!   full, or more than half of it was still waiting when the round began.
-//! - **Opened** by a consumer whose take leaves at most a quarter of the egress
-//!   ring waiting (the consumers caught up); by the dequeue proxy after a round
-//!   without that backlog; by `close` and disconnection; and by a producer that
-//!   waited [`MAX_WAIT`] in vain. The last rule is what keeps the gate from being
-//!   a capacity: consumers that stopped taking (or were never there) cost a
-//!   blocking send at most one pause, never a hang.
-//! - **Waited at** only by the blocking sends (`send_at`, `send_after`, and the
-//!   `_timeout` / `_deadline` forms, within their own timeout). `try_send_*`, the
-//!   async sends and commands pass. A queue on a mock clock never shuts it, so
-//!   deterministic tests and loom models run as before.
+//! - **Ingress**: the enqueue proxy drained more than 512 commands at once (a
+//!   queue in front of every deadline); it clears the bit at a drain of 64 or
+//!   fewer, and an empty drain always clears it, so the bit cannot outlive the
+//!   backlog.
+//! - **Egress**: after a round on a system clock, due items stay in the index
+//!   for want of egress room although the consumers took items since the last
+//!   round (they are there and working, but not fast enough); the next round that
+//!   moves every due item, or after which the consumers took nothing, clears it.
+//!
+//! `close`, disconnection and a producer that waited [`MAX_WAIT`] in vain open
+//! the gate for every reason. The last rule is what keeps the gate from being a
+//! capacity: consumers that stopped taking (or were never there) cost a blocking
+//! send at most one pause, never a hang.
+//!
+//! Only the blocking sends (`send_at`, `send_after`, and the `_timeout` /
+//! `_deadline` forms, within their own timeout) wait here. `try_send_*`, the
+//! async sends and commands pass. A queue on a mock clock never shuts the gate,
+//! so deterministic tests and loom models run as before.
 //!
 //! Waiting follows `waiters.rs`: register, re-check (SeqCst load), park; the
-//! opener flips the flag with a SeqCst swap, and the one that flipped it notifies
-//! every waiter (the notifier's fence is in `Waiters::notify`).
+//! opener clears its bit with a SeqCst RMW, and the one that leaves no bit set
+//! notifies every waiter (the notifier's fence is in `Waiters::notify`).
 
 use crate::clock::Clock;
-use crate::sync::{AtomicBool, Ordering};
+use crate::sync::{AtomicUsize, Ordering};
 use crate::waiters::{block_on, Waiters};
 use crossbeam_utils::CachePadded;
 use std::time::{Duration, Instant};
@@ -37,11 +42,21 @@ use std::time::{Duration, Instant};
 /// itself (the consumers stopped taking).
 pub(crate) const MAX_WAIT: Duration = Duration::from_millis(1);
 
+/// Why the gate is shut: one bit per proxy, each setting and clearing its own.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Reason {
+    /// The enqueue proxy found a deep ingress ring: commands wait to be applied.
+    Ingress = 1,
+    /// The dequeue proxy found the consumers behind.
+    Egress = 2,
+}
+
 #[derive(Debug)]
 pub(crate) struct Admission {
-    /// Read by every blocking send, written a few times per backlog: a line of
-    /// its own, so that the counters' traffic does not evict it.
-    shut: CachePadded<AtomicBool>,
+    /// The `Reason` bits that hold the gate shut (0: open). Read by every
+    /// blocking send, written a few times per backlog: a line of its own, so
+    /// that the counters' traffic does not evict it.
+    shut: CachePadded<AtomicUsize>,
     waiters: Waiters,
     /// `MAX_WAIT`, except in tests.
     max_wait: Duration,
@@ -55,30 +70,43 @@ impl Default for Admission {
 
 impl Admission {
     fn with_max_wait(max_wait: Duration) -> Self {
-        Admission { shut: CachePadded::new(AtomicBool::new(false)), waiters: Waiters::default(), max_wait }
+        Admission { shut: CachePadded::new(AtomicUsize::new(0)), waiters: Waiters::default(), max_wait }
     }
 
     /// Whether a blocking send should wait (the hot path: one load).
     pub(crate) fn is_shut(&self) -> bool {
         // Relaxed: a hint; `wait` re-checks with SeqCst after registering.
-        self.shut.load(Ordering::Relaxed)
+        self.shut.load(Ordering::Relaxed) != 0
     }
 
-    /// The consumers fall behind: blocking sends wait.
-    pub(crate) fn shut(&self) {
-        if !self.is_shut() {
+    /// A proxy found a backlog: blocking sends wait until it clears.
+    pub(crate) fn shut(&self, why: Reason) {
+        let bit = why as usize;
+        // Relaxed load first: a gate already shut for this reason costs no RMW.
+        if self.shut.load(Ordering::Relaxed) & bit == 0 {
             // Relaxed: shutting a little late or early changes the pace, nothing
-            // else; waiters are released only through `open`.
-            self.shut.store(true, Ordering::Relaxed);
+            // else; waiters are released only by the RMWs of `open`.
+            self.shut.fetch_or(bit, Ordering::Relaxed);
         }
     }
 
-    /// The consumers caught up (or the queue closed, or a producer waited
-    /// `MAX_WAIT`): let every waiting send go.
-    pub(crate) fn open(&self) {
-        // SeqCst swap: the waiter protocol's state change; only the caller that
-        // flipped it notifies, so an open gate costs a load.
-        if self.is_shut() && self.shut.swap(false, Ordering::SeqCst) {
+    /// The backlog `why` names cleared: once no reason is left, every waiting
+    /// send goes.
+    pub(crate) fn open(&self, why: Reason) {
+        let bit = why as usize;
+        // SeqCst RMW: the waiter protocol's state change; the caller that
+        // cleared the last bit notifies, so an open gate costs a load.
+        if self.shut.load(Ordering::Relaxed) & bit != 0 && self.shut.fetch_and(!bit, Ordering::SeqCst) == bit
+        {
+            self.waiters.notify_all();
+        }
+    }
+
+    /// The queue closed, or a send waited `MAX_WAIT` in vain (the consumers
+    /// stopped taking): open for every reason.
+    pub(crate) fn open_all(&self) {
+        // SeqCst RMW: as in `open`.
+        if self.is_shut() && self.shut.swap(0, Ordering::SeqCst) != 0 {
             self.waiters.notify_all();
         }
     }
@@ -94,10 +122,10 @@ impl Admission {
         let deadline = until.map_or(limit, |u| u.min(limit));
         let passed = block_on(&self.waiters, clock, Some(deadline), || {
             // SeqCst: the waiter's re-check after registering (`waiters.rs`).
-            (!self.shut.load(Ordering::SeqCst) || closed()).then_some(())
+            (self.shut.load(Ordering::SeqCst) == 0 || closed()).then_some(())
         });
         if passed.is_none() && deadline == limit {
-            self.open();
+            self.open_all();
         }
     }
 }
@@ -119,7 +147,7 @@ mod tests {
     #[test]
     fn a_shut_gate_opens_itself_after_max_wait() {
         let a = Admission::default();
-        a.shut();
+        a.shut(Reason::Egress);
         assert!(a.is_shut());
         let t0 = Instant::now();
         a.wait(&Clock::default(), None, || false);
@@ -130,7 +158,7 @@ mod tests {
     #[test]
     fn a_shorter_deadline_ends_the_wait_and_leaves_the_gate_shut() {
         let a = Admission::default();
-        a.shut();
+        a.shut(Reason::Egress);
         a.wait(&Clock::default(), Some(Instant::now()), || false);
         assert!(a.is_shut());
     }
@@ -139,7 +167,7 @@ mod tests {
     fn opening_releases_a_waiting_send() {
         // A minute's patience: only `open` can release the waiter in time.
         let a = Arc::new(Admission::with_max_wait(Duration::from_secs(60)));
-        a.shut();
+        a.shut(Reason::Egress);
         let a2 = a.clone();
         let t = std::thread::spawn(move || {
             let t0 = Instant::now();
@@ -149,7 +177,7 @@ mod tests {
         while a.waiters.len() == 0 {
             std::thread::yield_now();
         }
-        a.open();
+        a.open(Reason::Egress);
         let waited = t.join().unwrap();
         assert!(!a.is_shut());
         assert!(waited < Duration::from_secs(30), "released by open, not by the wait limit: {waited:?}");
@@ -158,7 +186,7 @@ mod tests {
     #[test]
     fn a_closed_queue_passes_a_shut_gate() {
         let a = Admission::default();
-        a.shut();
+        a.shut(Reason::Egress);
         a.wait(&Clock::default(), None, || true);
         assert!(a.is_shut(), "closed() ended the wait; the gate itself did not change");
     }
@@ -166,7 +194,7 @@ mod tests {
     #[test]
     fn a_mock_clock_never_waits() {
         let a = Admission::default();
-        a.shut();
+        a.shut(Reason::Egress);
         a.wait(&Clock::from(crate::MockClock::new()), None, || false);
         assert!(a.is_shut());
     }

@@ -8,6 +8,7 @@
 //! consumers, then parks until the new head's deadline, an earlier head, egress
 //! room, a mock-clock step or shutdown.
 
+use crate::admission::Reason;
 use crate::clock::Clock;
 use crate::cmd::Cmd;
 use crate::shared::Shared;
@@ -33,7 +34,6 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             shared.rounds.start();
         }
         let now = delivery_now(shared);
-        let waiting = shared.egress.len();
         let (moved, plan) = {
             let mut t = lock(&shared.timers);
             let mut moved = 0;
@@ -66,7 +66,7 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             lock(&shared.timers).sleep = plan;
         }
         if !counted {
-            admit(shared, &mut taken_before, waiting, plan == Sleep::Space);
+            admit(shared, &mut taken_before, plan == Sleep::Space);
         }
         if moved > 0 {
             // Two, not `moved`: each consumer that leaves items wakes the next
@@ -93,19 +93,19 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
 }
 
 /// The admission rule (`admission.rs`), after a round on a system clock: shut
-/// the gate when the consumers took items since the last round but not enough —
-/// due items stay in the index for want of egress room, or more than half the
-/// ring was still `waiting` when the round began — and open it otherwise
-/// (no backlog, or consumers that took nothing: holding producers back would
-/// help nobody).
-fn admit<T>(shared: &Shared<T>, taken_before: &mut usize, waiting: usize, egress_full: bool) {
+/// the gate when due items stay in the index for want of egress room although
+/// the consumers took items since the last round (they are there, and working,
+/// but not fast enough); open it after a round that moved every due item (the
+/// backlog is gone), or when the consumers took nothing (holding producers back
+/// would help nobody).
+fn admit<T>(shared: &Shared<T>, taken_before: &mut usize, egress_full: bool) {
     let taken = shared.egress.taken_so_far();
     let progressed = taken != *taken_before;
     *taken_before = taken;
-    if progressed && (egress_full || waiting > shared.egress.capacity() / 2) {
-        shared.signals.admission.shut();
+    if progressed && egress_full {
+        shared.signals.admission.shut(Reason::Egress);
     } else {
-        shared.signals.admission.open();
+        shared.signals.admission.open(Reason::Egress);
     }
 }
 

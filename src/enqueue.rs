@@ -6,6 +6,7 @@
 //! answers commands and wakes anyone only after releasing the lock. With nothing
 //! to do it parks on its [`Bell`](crate::wakeup::Bell); it has no timer.
 
+use crate::admission::Reason;
 use crate::cmd::Cmd;
 use crate::contain::drop_contained;
 use crate::oneshot::Answer;
@@ -44,6 +45,9 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             return wind_down(shared);
         }
         shared.ingress.drain_into(&mut batch, BATCH);
+        if !shared.clock.is_mock() {
+            admit(shared, batch.len());
+        }
         if !batch.is_empty() {
             apply(shared, &mut batch, &mut done);
             continue;
@@ -63,6 +67,21 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         }
         parker.park(None);
         bell.awake();
+    }
+}
+
+/// Commands waiting in the ingress ring at a drain above which blocking sends
+/// wait at the admission gate (`admission.rs`), and at or below which they go
+/// again: a deep ingress is a queue in front of every deadline.
+const INGRESS_SHUT: usize = 512;
+const INGRESS_OPEN: usize = 64;
+
+/// The admission rule of the enqueue proxy, after a drain of `drained` commands.
+fn admit<T>(shared: &Shared<T>, drained: usize) {
+    if drained > INGRESS_SHUT {
+        shared.signals.admission.shut(Reason::Ingress);
+    } else if drained <= INGRESS_OPEN {
+        shared.signals.admission.open(Reason::Ingress);
     }
 }
 

@@ -51,9 +51,10 @@
 //!   only timer is the earliest deadline. The wakeup protocol (an earlier head must
 //!   wake a sleeping dequeue proxy) is in `wakeup.rs`, with its invariant; loom
 //!   checks it (`loom-tests/`).
-//! - Admission: while the consumers fall behind (due items wait for room in the
-//!   egress ring), blocking sends pause at a gate, at most 1 ms each, so that
-//!   unthrottled producers cannot grow a backlog behind the deadlines; the gate
+//! - Admission: while the queue is behind (commands queue in the ingress ring, or
+//!   due items wait for room in the egress ring), blocking sends pause at a gate,
+//!   at most 1 ms each, so that unthrottled producers cannot grow a backlog
+//!   behind the deadlines; the gate
 //!   is no capacity (a consumer that never comes costs a send one pause, not a
 //!   hang), `try_send_*` and the async sends pass it, and a [`MockClock`] queue
 //!   never shuts it (`admission.rs`).

@@ -44,10 +44,6 @@ fn taken<T>(s: &Shared<T>, n: usize) {
     if s.counter.capacity().is_some() {
         s.signals.producers.notify_after_fence(n);
     }
-    // The consumers caught up: let the blocking sends in again (`admission.rs`).
-    if s.signals.admission.is_shut() && s.egress.len() <= s.egress.capacity() / 4 {
-        s.signals.admission.open();
-    }
     if s.signals.dequeue.is_sleeping() && s.egress.has_room_for_batch() {
         s.signals.dequeue.ring_after_fence();
     }

@@ -138,7 +138,7 @@ impl<T> Shared<T> {
     /// No new sends; pending items are still delivered.
     pub(crate) fn close(&self) {
         self.counter.close();
-        self.signals.admission.open();
+        self.signals.admission.open_all();
         self.signals.producers.notify_all();
         self.signals.consumers.notify_all();
     }
@@ -156,7 +156,7 @@ impl<T> Shared<T> {
         }
         self.signals.enqueue.force();
         self.signals.dequeue.force();
-        self.signals.admission.open();
+        self.signals.admission.open_all();
         self.signals.producers.notify_all();
         self.signals.consumers.notify_all();
         // A clock step waiting for a dequeue round must not wait for a proxy that

@@ -622,3 +622,67 @@ fn relative_sends_and_reschedules() {
     _rx.close();
     assert_eq!(tx.send_after(3, ms(1)).unwrap_err().to_string(), "sending on a closed delay queue");
 }
+
+// The admission gate (`src/admission.rs`) slows blocking sends while the queue is
+// behind; it must never become a capacity.
+
+#[test]
+fn blocking_sends_without_a_consumer_never_wait_for_one() {
+    // Far more due items than the egress ring holds and nobody receiving: every
+    // send returns (each at most one pause at the gate), nothing is lost.
+    let (tx, rx) = delayq::unbounded();
+    let n = 20_000 * scale();
+    let t0 = Instant::now();
+    let done = spawn(move || {
+        for i in 0..n {
+            tx.send_at(i, Instant::now()).unwrap();
+        }
+        tx
+    });
+    let tx = join(done);
+    assert!(t0.elapsed() < Duration::from_secs(30), "sends held back for {:?}", t0.elapsed());
+    assert_eq!(rx.len(), n);
+    let mut got: Vec<usize> = rx.try_iter().collect();
+    while got.len() < n {
+        got.push(rx.recv_timeout(Duration::from_secs(10)).expect("a pending item never came"));
+    }
+    got.sort_unstable();
+    assert!(got.iter().copied().eq(0..n), "every item exactly once");
+    drop(tx);
+    assert_eq!(rx.recv(), Err(RecvError));
+}
+
+#[test]
+fn producers_outrunning_a_slow_consumer_lose_nothing_and_finish() {
+    // Many unthrottled producers, one consumer that stops half way for a while:
+    // the gate shuts and opens around it; every item arrives exactly once and
+    // never early.
+    let (tx, rx) = delayq::unbounded::<(usize, Instant)>();
+    let (producers, per) = (8, 5_000 * scale());
+    let senders: Vec<_> = (0..producers)
+        .map(|p| {
+            let tx = tx.clone();
+            spawn(move || {
+                for i in 0..per {
+                    let at = Instant::now() + us((i % 200) as u64);
+                    tx.send_at((p * per + i, at), at).unwrap();
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut seen = vec![false; producers * per];
+    let mut count = 0;
+    while let Ok((id, at)) = rx.recv() {
+        assert!(Instant::now() >= at, "item {id} early");
+        assert!(!std::mem::replace(&mut seen[id], true), "item {id} twice");
+        count += 1;
+        if count == producers * per / 2 {
+            thread::sleep(ms(50));
+        }
+    }
+    for s in senders {
+        join(s);
+    }
+    assert_eq!(count, producers * per);
+}
