@@ -184,6 +184,23 @@ mod tests {
     }
 
     #[test]
+    fn the_gate_opens_only_when_every_reason_has_cleared() {
+        let a = Admission::default();
+        a.shut(Reason::Ingress);
+        a.shut(Reason::Egress);
+        a.open(Reason::Egress);
+        assert!(a.is_shut(), "the ingress backlog still holds it shut");
+        a.open(Reason::Egress);
+        assert!(a.is_shut(), "opening a reason twice clears nothing else");
+        a.open(Reason::Ingress);
+        assert!(!a.is_shut());
+        a.shut(Reason::Egress);
+        a.shut(Reason::Ingress);
+        a.open_all();
+        assert!(!a.is_shut(), "close and a send that waited in vain clear every reason");
+    }
+
+    #[test]
     fn a_closed_queue_passes_a_shut_gate() {
         let a = Admission::default();
         a.shut(Reason::Egress);

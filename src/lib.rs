@@ -54,17 +54,17 @@
 //! - Admission: while the queue is behind (commands queue in the ingress ring, or
 //!   due items wait for room in the egress ring), blocking sends pause at a gate,
 //!   at most 1 ms each, so that unthrottled producers cannot grow a backlog
-//!   behind the deadlines; the gate
-//!   is no capacity (a consumer that never comes costs a send one pause, not a
-//!   hang), `try_send_*` and the async sends pass it, and a [`MockClock`] queue
-//!   never shuts it (`admission.rs`).
-//! - Costs per item: a blocking send reads the admission gate; a send reads `closed`, does an RMW on `len` (a CAS loop when
-//!   bounded), a SeqCst fence, a second read of `closed`, a relaxed RMW for its
-//!   key, a CAS on the ingress tail, a stamp store and the enqueue bell's fence and
-//!   load; a receive does a CAS on the egress head (one per batch for
-//!   `recv_many`), an RMW on `len`, a fence and a few loads (wake-ups only when
-//!   someone waits). The price of the design is the latency of two hand-offs
-//!   (producer → proxy → proxy → consumer) and two threads per queue.
+//!   behind the deadlines; the gate is no capacity (a consumer that never comes
+//!   costs a send one pause, not a hang), `try_send_*` and the async sends pass
+//!   it, and a [`MockClock`] queue never shuts it (`admission.rs`).
+//! - Costs per item: a blocking send reads the admission gate; a send reads
+//!   `closed`, does an RMW on `len` (a CAS loop when bounded), a SeqCst fence,
+//!   a second read of `closed`, a relaxed RMW for its key, a CAS on the ingress
+//!   tail, a stamp store and the enqueue bell's fence and load; a receive does
+//!   a CAS on the egress head (one per batch for `recv_many`), an RMW on `len`,
+//!   a fence and a few loads (wake-ups only when someone waits). The price of
+//!   the design is the latency of two hand-offs (producer → proxy → proxy →
+//!   consumer) and two threads per queue.
 //! - Rings hold at most 2^30 slots; every ring size is a power of two.
 //!
 //! Time enters only through the [`Clock`]: [`SystemClock`] by default, or a

@@ -30,8 +30,8 @@ pub(crate) enum SendFail<T> {
 /// Sends `item` due at `deadline` (ticks); returns its key.
 ///
 /// Costs on the way: a blocking send reads the admission gate (and waits there,
-/// at most 1 ms, while the consumers are behind: `admission.rs`); a read of `closed`; the reservation (one RMW on `len`, a CAS
-/// loop for a bounded queue); a SeqCst fence and a second read of `closed` (the
+/// at most 1 ms, while the queue is behind: `admission.rs`); a read of `closed`;
+/// the reservation (one RMW on `len`, a CAS loop for a bounded queue); a SeqCst fence and a second read of `closed` (the
 /// `closed` handshake of `counter.rs`); a relaxed RMW for the key; the ingress
 /// push (one CAS on its tail, a stamp store); and the enqueue bell's SeqCst fence
 /// and load (an RMW and a syscall only when the proxy sleeps).

@@ -41,7 +41,8 @@ pub(crate) struct Signals {
     pub(crate) enqueue: Bell,
     /// The dequeue proxy: its bell for egress room, and `force` for the rest.
     pub(crate) dequeue: Bell,
-    /// Blocking sends waiting for the consumers to catch up (`admission.rs`).
+    /// The admission gate: blocking sends wait there while the queue is behind
+    /// (`admission.rs`).
     pub(crate) admission: Admission,
 }
 
