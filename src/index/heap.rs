@@ -7,7 +7,7 @@
 //! small queues; past a few hundred thousand pending items its pops miss the
 //! caches at every level, which is what the wheel avoids.
 
-use super::node::{Entry, Node};
+use super::node::{index_deadline, Entry, Node};
 use super::slots::Slots;
 use crate::clock::NEVER;
 
@@ -116,7 +116,8 @@ impl<T> HeapIndex<T> {
     }
 
     pub(crate) fn insert(&mut self, key: u64, deadline: u64, item: T) {
-        self.entries.insert(key, Entry { deadline, item });
+        let deadline = index_deadline(deadline);
+        self.entries.insert(key, Entry::new(deadline, item));
         self.heap.push(Node { deadline, key });
     }
 
@@ -124,12 +125,13 @@ impl<T> HeapIndex<T> {
         let e = self.entries.remove(key)?;
         self.tombstones += 1;
         self.maybe_compact();
-        Some((e.deadline, e.item))
+        Some((e.deadline(), e.item))
     }
 
     pub(crate) fn reschedule(&mut self, key: u64, deadline: u64) -> bool {
+        let deadline = index_deadline(deadline);
         let Some(e) = self.entries.get_mut(key) else { return false };
-        e.deadline = deadline;
+        e.set_deadline(deadline);
         self.tombstones += 1;
         self.heap.push(Node { deadline, key });
         self.maybe_compact();
@@ -156,7 +158,7 @@ impl<T> HeapIndex<T> {
             // costs one table lookup and keeps a miscount from taking a wrong item.
             if Entry::is_live(&self.entries, &top) {
                 let e = self.entries.remove(top.key)?;
-                return Some((e.deadline, top.key, e.item));
+                return Some((e.deadline(), top.key, e.item));
             }
         }
     }
@@ -183,7 +185,7 @@ impl<T> HeapIndex<T> {
     /// Rebuilds the heap from the live entries once tombstones outnumber them.
     fn maybe_compact(&mut self) {
         if self.heap.len() > 64 && self.heap.len() > 2 * self.entries.len() {
-            let nodes = self.entries.iter().map(|(key, e)| Node { deadline: e.deadline, key }).collect();
+            let nodes = self.entries.iter().map(|(key, e)| Node { deadline: e.deadline(), key }).collect();
             self.heap.rebuild(nodes);
             self.tombstones = 0;
         }

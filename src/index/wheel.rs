@@ -36,7 +36,7 @@
 //!   large backlog.
 
 use super::heap::NodeHeap;
-use super::node::{Entry, Node};
+use super::node::{index_deadline, Entry, Node};
 use super::slots::Slots;
 use crate::clock::NEVER;
 
@@ -86,7 +86,8 @@ impl<T> WheelIndex<T> {
     }
 
     pub(crate) fn insert(&mut self, key: u64, deadline: u64, item: T) {
-        self.entries.insert(key, Entry { deadline, item });
+        let deadline = index_deadline(deadline);
+        self.entries.insert(key, Entry::new(deadline, item));
         self.place(Node { deadline, key });
         self.nodes += 1;
     }
@@ -94,12 +95,13 @@ impl<T> WheelIndex<T> {
     pub(crate) fn cancel(&mut self, key: u64) -> Option<(u64, T)> {
         let e = self.entries.remove(key)?;
         self.maybe_compact();
-        Some((e.deadline, e.item))
+        Some((e.deadline(), e.item))
     }
 
     pub(crate) fn reschedule(&mut self, key: u64, deadline: u64) -> bool {
+        let deadline = index_deadline(deadline);
         let Some(e) = self.entries.get_mut(key) else { return false };
-        e.deadline = deadline;
+        e.set_deadline(deadline);
         self.place(Node { deadline, key });
         self.nodes += 1;
         self.maybe_compact();
@@ -190,7 +192,7 @@ impl<T> WheelIndex<T> {
         self.nodes -= 1;
         // `skip_dead_ready` ran just before: the top is live.
         let e = self.entries.remove(n.key)?;
-        Some((e.deadline, n.key, e.item))
+        Some((e.deadline(), n.key, e.item))
     }
 
     fn skip_dead_ready(&mut self) {
@@ -295,7 +297,7 @@ impl<T> WheelIndex<T> {
         if self.nodes > 64 && self.nodes > 2 * self.entries.len() {
             self.clear_nodes();
             let live: Vec<Node> =
-                self.entries.iter().map(|(key, e)| Node { deadline: e.deadline, key }).collect();
+                self.entries.iter().map(|(key, e)| Node { deadline: e.deadline(), key }).collect();
             self.nodes = live.len();
             for n in live {
                 self.place(n);
