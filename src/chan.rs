@@ -8,7 +8,7 @@
 use crate::clock::{Clock, Subscription};
 use crate::error::BuildError;
 use crate::shared::{Layout, Shared};
-use crate::sync::{thread, Parker};
+use crate::sync::{set_nice, thread, Parker};
 use crate::{dequeue, enqueue, oneshot};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -21,13 +21,15 @@ pub(crate) struct Chan<T> {
 }
 
 /// Builds the queue's shared state, subscribes it to `clock`'s steps, and starts
-/// the proxies `<prefix>-enqueue` and `<prefix>-dequeue`. Returns once both run
-/// (their thread names are set by then). On an error, whatever started is
-/// disconnected and joined.
+/// the proxies `<prefix>-enqueue` and `<prefix>-dequeue`, each at nice value
+/// `nice` if one is given. Returns once both run (their thread names and nice
+/// values are set by then). On an error, whatever started is disconnected and
+/// joined.
 pub(crate) fn start<T: Send + 'static>(
     layout: &Layout,
     clock: Clock,
     prefix: &str,
+    nice: Option<i32>,
 ) -> Result<Arc<Chan<T>>, BuildError> {
     let enqueue_parker = Parker::new();
     let dequeue_parker = Parker::new();
@@ -44,17 +46,33 @@ pub(crate) fn start<T: Send + 'static>(
     let (up_dequeue, dequeue_running) = oneshot::pair();
     let s = shared.clone();
     chan.threads.push(spawn(format!("{prefix}-enqueue"), shared.clone(), move || {
-        up_enqueue.send(());
-        enqueue::run(&s, &enqueue_parker)
+        if started(up_enqueue, nice) {
+            enqueue::run(&s, &enqueue_parker)
+        }
     })?);
     let s = shared.clone();
     chan.threads.push(spawn(format!("{prefix}-dequeue"), shared, move || {
-        up_dequeue.send(());
-        dequeue::run(&s, &dequeue_parker)
+        if started(up_dequeue, nice) {
+            dequeue::run(&s, &dequeue_parker)
+        }
     })?);
-    enqueue_running.wait();
-    dequeue_running.wait();
+    // Both answers first, so that neither thread is left waiting; then the
+    // error, if any: dropping `chan` disconnects the queue and joins both.
+    let (a, b) = (enqueue_running.wait(), dequeue_running.wait());
+    for r in [a, b].into_iter().flatten() {
+        r.map_err(BuildError::ProxyNice)?;
+    }
     Ok(Arc::new(chan))
+}
+
+/// A proxy thread's first step: apply the nice value, if any, and report. Only
+/// a thread that reports success goes on to run its loop; one that failed
+/// returns at once (and `start` fails).
+fn started(up: oneshot::Answer<std::io::Result<()>>, nice: Option<i32>) -> bool {
+    let r = nice.map_or(Ok(()), set_nice);
+    let ok = r.is_ok();
+    up.send(r);
+    ok
 }
 
 /// Starts a proxy thread. A panic inside it (a bug, or a panicking `Drop` we

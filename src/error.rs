@@ -63,6 +63,11 @@ pub enum BuildError {
     InvalidThreadName,
     /// The operating system refused to start a proxy thread.
     Spawn(std::io::Error),
+    /// [`Builder::proxy_nice`](crate::Builder::proxy_nice) could not be applied:
+    /// a value outside -20..=19 (`InvalidInput`), a raise of priority without
+    /// the privilege for it (`PermissionDenied`), or a system without
+    /// per-thread nice values (`Unsupported`). No thread is left running.
+    ProxyNice(std::io::Error),
 }
 
 impl<T> SendError<T> {
@@ -211,13 +216,14 @@ impl fmt::Display for BuildError {
             BuildError::ZeroCapacity => f.write_str("a delay queue needs a capacity of at least 1"),
             BuildError::InvalidThreadName => f.write_str("thread name prefix contains a NUL byte"),
             BuildError::Spawn(e) => write!(f, "could not start a proxy thread: {e}"),
+            BuildError::ProxyNice(e) => write!(f, "could not set the proxy threads' nice value: {e}"),
         }
     }
 }
 impl Error for BuildError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            BuildError::Spawn(e) => Some(e),
+            BuildError::Spawn(e) | BuildError::ProxyNice(e) => Some(e),
             _ => None,
         }
     }

@@ -216,6 +216,44 @@ impl IdCounter {
     }
 }
 
+/// Sets the calling thread's nice value (Linux `setpriority(PRIO_PROCESS, 0, n)`,
+/// which on Linux applies to the calling thread only). Lowering it below the
+/// current value needs `CAP_SYS_NICE` or a `RLIMIT_NICE` that allows it: the
+/// kernel's error comes back as it is (`PermissionDenied`). Elsewhere, where
+/// the call would change the whole process, it is `Unsupported`; under loom, a
+/// no-op.
+pub(crate) fn set_nice(nice: i32) -> std::io::Result<()> {
+    #[cfg(all(target_os = "linux", not(delayq_loom)))]
+    {
+        extern "C" {
+            fn setpriority(
+                which: std::ffi::c_int,
+                who: std::ffi::c_uint,
+                prio: std::ffi::c_int,
+            ) -> std::ffi::c_int;
+        }
+        const PRIO_PROCESS: std::ffi::c_int = 0;
+        // SAFETY: setpriority takes three integers by value and touches no memory
+        // of ours; with `who == 0` it changes a scheduling attribute of the
+        // calling thread only (Linux keeps the nice value per thread).
+        let r = unsafe { setpriority(PRIO_PROCESS, 0, nice) };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+    #[cfg(delayq_loom)]
+    {
+        let _ = nice;
+        Ok(())
+    }
+    #[cfg(all(not(target_os = "linux"), not(delayq_loom)))]
+    {
+        let _ = nice;
+        Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "per-thread nice values need Linux"))
+    }
+}
+
 /// Asks the kernel to fire this thread's timed waits within `ns` of their
 /// deadline (Linux `PR_SET_TIMERSLACK`; the default slack is 50 µs, which would be
 /// added to the lateness of every item). Elsewhere, and under loom, a no-op.

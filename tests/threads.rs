@@ -261,3 +261,87 @@ fn a_burst_wakes_enough_blocked_consumers() {
         assert_eq!(items, (0..6).collect::<Vec<_>>());
     }
 }
+
+/// The nice values of this process's threads named `name` (from
+/// `/proc/self/task/*/stat`, field 19).
+#[cfg(target_os = "linux")]
+fn nice_of(name: &str) -> Vec<i32> {
+    let dir = std::fs::read_dir("/proc/self/task").expect("/proc/self/task");
+    dir.filter_map(|e| {
+        let path = e.ok()?.path();
+        let comm = std::fs::read_to_string(path.join("comm")).ok()?;
+        if comm.trim_end() != name {
+            return None;
+        }
+        let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+        // Fields after the parenthesised name: state is field 3, nice field 19.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        rest.split(' ').nth(19 - 3)?.parse().ok()
+    })
+    .collect()
+}
+
+/// Whether this process may lower a thread's nice value below 0 (root or
+/// `CAP_SYS_NICE` or a permissive `RLIMIT_NICE`): tried on a scratch thread.
+#[cfg(target_os = "linux")]
+fn may_raise_priority() -> bool {
+    extern "C" {
+        fn setpriority(which: i32, who: u32, prio: i32) -> i32;
+    }
+    // SAFETY: plain integers; `who == 0` is the calling (scratch) thread only.
+    thread::spawn(|| unsafe { setpriority(0, 0, -1) } == 0).join().unwrap()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn proxy_nice_sets_both_proxies_and_nothing_else() {
+    let (tx, rx) = Builder::new().thread_name_prefix("nc-pos").proxy_nice(7).build::<u32>().unwrap();
+    wait_for("nc-pos proxies", || proxies("nc-pos") == (1, 1));
+    assert_eq!(nice_of("nc-pos-enqueue"), [7]);
+    assert_eq!(nice_of("nc-pos-dequeue"), [7]);
+    let me = nice_of(&thread::current().name().unwrap_or("").chars().take(15).collect::<String>());
+    assert!(!me.contains(&7), "the building thread kept its own nice value");
+    // And the queue works.
+    tx.send_at(3, Instant::now()).unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(3));
+    drop((tx, rx));
+    wait_for("nc-pos proxies to exit", || proxies("nc-pos") == (0, 0));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn proxy_nice_out_of_range_fails_with_invalid_input_and_starts_nothing() {
+    for n in [-21, 20, i32::MIN, i32::MAX] {
+        let err = Builder::new().thread_name_prefix("nc-bad").proxy_nice(n).build::<u8>().unwrap_err();
+        match &err {
+            delayq::BuildError::ProxyNice(e) => assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{n}"),
+            other => panic!("{n}: {other:?}"),
+        }
+        assert!(err.to_string().contains("nice"), "{err}");
+        assert_eq!(proxies("nc-bad"), (0, 0));
+    }
+}
+
+/// A negative value needs a privilege: with it both proxies run at the value;
+/// without it `build` fails with the system's `PermissionDenied`, and both
+/// threads it started are gone.
+#[cfg(target_os = "linux")]
+#[test]
+fn proxy_nice_below_zero_follows_the_privilege() {
+    let r = Builder::new().thread_name_prefix("nc-neg").proxy_nice(-3).build::<u8>();
+    if may_raise_priority() {
+        let (tx, rx) = r.expect("privileged: a negative nice value is allowed");
+        wait_for("nc-neg proxies", || proxies("nc-neg") == (1, 1));
+        assert_eq!(nice_of("nc-neg-enqueue"), [-3]);
+        assert_eq!(nice_of("nc-neg-dequeue"), [-3]);
+        drop((tx, rx));
+    } else {
+        match r {
+            Err(delayq::BuildError::ProxyNice(e)) => {
+                assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied)
+            }
+            other => panic!("unprivileged: {:?}", other.map(|_| ())),
+        }
+    }
+    wait_for("nc-neg proxies to exit", || proxies("nc-neg") == (0, 0));
+}

@@ -2,6 +2,10 @@
 //! `Plumbing`: `delayq` itself and the peers a Rust user would otherwise pick.
 //!
 //! - `delayq`, `delayq-bounded` (capacity [`BOUNDED_CAP`]): consumers call `recv`.
+//! - `delayq-nice`: `delayq` with `Builder::proxy_nice(`[`NICE`]`)`: its two proxy
+//!   threads at a higher scheduler weight than the 2 × P client threads. Needs
+//!   `CAP_SYS_NICE` (root, or a permissive `RLIMIT_NICE`); without it the run fails
+//!   with the build error. Everything else runs at the default nice value.
 //! - `delayq-batch`: unbounded, consumers call `recv_many(.., 64)` and hand the
 //!   items out one at a time (lateness is taken at hand-out, so time spent in the
 //!   consumer's local buffer counts).
@@ -31,10 +35,14 @@ use std::time::Instant;
 /// Capacity of `delayq-bounded` (and of the overload run).
 pub const BOUNDED_CAP: usize = 65_536;
 
+/// The proxies' nice value in `delayq-nice`.
+pub const NICE: i32 = -10;
+
 /// Every implementation, in report order.
 pub const ALL: &[&str] = &[
     "delayq",
     "delayq-bounded",
+    "delayq-nice",
     "delayq-batch",
     "delayq-async",
     "std-heap",
@@ -55,6 +63,12 @@ pub fn build(name: &str, p: usize, c: usize) -> Plumbing {
             delayq_plumbing(delayq::bounded(cap), p, c, false)
         }
         "delayq-batch" => delayq_plumbing(delayq::unbounded(), p, c, true),
+        "delayq-nice" => {
+            let q = delayq::Builder::new().proxy_nice(NICE).build().unwrap_or_else(|e| {
+                panic!("delayq-nice: {e} (proxy_nice({NICE}) needs CAP_SYS_NICE or a permissive RLIMIT_NICE)")
+            });
+            delayq_plumbing(q, p, c, false)
+        }
         "std-heap" => heap_plumbing(Arc::new(std_heap::HeapQueue::new()), p, c),
         "pl-heap" => heap_plumbing(Arc::new(pl_heap::HeapQueue::new()), p, c),
         "tokio-dq" => tokio_plumbing(p, c),
