@@ -64,7 +64,14 @@
 //!   a CAS on the egress head (one per batch for `recv_many`), an RMW on `len`,
 //!   a fence and a few loads (wake-ups only when someone waits). The price of
 //!   the design is the latency of two hand-offs (producer → proxy → proxy →
-//!   consumer) and two threads per queue.
+//!   consumer) and two threads per queue. Those two threads compete for the
+//!   CPU like any other: with many more busy client threads than cores, the
+//!   kernel's fair share leaves them behind, and
+//!   [`Builder::proxy_nice`] (which needs `CAP_SYS_NICE` for a negative value)
+//!   gives them a larger share.
+//! - Memory: a pending item costs its entry in the key table (deadline and
+//!   item, no padding for the table's empty slots) and a 16-byte node: 32
+//!   bytes for an 8-byte item.
 //! - Rings hold at most 2^30 slots; every ring size is a power of two.
 //!
 //! Time enters only through the [`Clock`]: [`SystemClock`] by default, or a
