@@ -14,6 +14,9 @@ const INGRESS_SLOTS: usize = 4096;
 /// Egress ring slots: due items staged for consumers.
 const EGRESS_SLOTS: usize = 1024;
 
+/// The nice values Linux knows.
+const NICE_RANGE: std::ops::RangeInclusive<i32> = -20..=19;
+
 /// Creates a queue that holds at most `capacity` undelivered items.
 ///
 /// [`send_at`](Sender::send_at) blocks while `capacity` items are pending;
@@ -158,27 +161,32 @@ impl Builder {
     /// share of the CPU, and every item passes through both proxies. On a
     /// machine with more busy client threads than cores, the two proxies get
     /// two shares among many and become the pipeline's bottleneck; a lower
-    /// nice value gives them a larger share. (On this project's 2-core
-    /// benchmark machine, 16 producers and 16 consumers, nice -10 raised
-    /// throughput by about half and cut paced lateness several times over:
-    /// `docs/bench/README.md`.) A positive value does the opposite, for a
-    /// queue that must stay in the background. Lowering the value below the
-    /// caller's needs `CAP_SYS_NICE` or a `RLIMIT_NICE` that allows it.
+    /// nice value gives them a larger share. It is a trade, not a free gain:
+    /// on this project's 2-core benchmark machine, nice -10 raised throughput
+    /// with 16 producers and 16 consumers by a fifth to a third and cut the
+    /// median lateness at paced rates of 400 K items/s and more to a third,
+    /// but it cost a third of the throughput with one producer and one
+    /// consumer, and with unthrottled producers the backlog (and the lateness)
+    /// grew ten times, the proxies now outrunning the consumers
+    /// (`docs/bench/README.md`). A positive value does the opposite, for a
+    /// queue that must stay in the background. A value below the calling
+    /// thread's own needs `CAP_SYS_NICE` or a `RLIMIT_NICE` that allows it.
     ///
     /// # Errors
     ///
     /// `build` fails with [`BuildError::ProxyNice`] if the value is outside
-    /// -20..=19, if the system refuses it (no privilege), or off Linux; no
-    /// thread is left running then.
+    /// -20..=19 or the system is not Linux (no thread is started then), or if
+    /// the system refuses it (no privilege: both threads, started, are joined
+    /// before `build` returns).
     ///
     /// # Examples
     ///
     /// ```
     /// use delayq::Builder;
     ///
-    /// // Raising the nice value (lowering the priority) needs no privilege.
+    /// // The lowest priority needs no privilege.
     /// # #[cfg(target_os = "linux")] {
-    /// let (tx, rx) = Builder::new().proxy_nice(5).build::<u32>().unwrap();
+    /// let (tx, rx) = Builder::new().proxy_nice(19).build::<u32>().unwrap();
     /// tx.send_at(1, std::time::Instant::now()).unwrap();
     /// assert_eq!(rx.recv(), Ok(1));
     /// # }
@@ -236,9 +244,16 @@ impl Builder {
         if self.prefix.contains('\0') {
             return Err(BuildError::InvalidThreadName);
         }
-        if let Some(n) = self.nice.filter(|n| !(-20..=19).contains(n)) {
-            let why = format!("nice value {n} is outside -20..=19");
-            return Err(BuildError::ProxyNice(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)));
+        if let Some(n) = self.nice {
+            use std::io::{Error, ErrorKind};
+            if !NICE_RANGE.contains(&n) {
+                let why = format!("nice value {n} is outside {}..={}", NICE_RANGE.start(), NICE_RANGE.end());
+                return Err(BuildError::ProxyNice(Error::new(ErrorKind::InvalidInput, why)));
+            }
+            if !cfg!(target_os = "linux") {
+                let why = "per-thread nice values need Linux";
+                return Err(BuildError::ProxyNice(Error::new(ErrorKind::Unsupported, why)));
+            }
         }
         let cap = self.capacity.unwrap_or(usize::MAX);
         let layout = Layout {

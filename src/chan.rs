@@ -46,15 +46,13 @@ pub(crate) fn start<T: Send + 'static>(
     let (up_dequeue, dequeue_running) = oneshot::pair();
     let s = shared.clone();
     chan.threads.push(spawn(format!("{prefix}-enqueue"), shared.clone(), move || {
-        if started(up_enqueue, nice) {
-            enqueue::run(&s, &enqueue_parker)
-        }
+        started(&s, up_enqueue, nice, Role::Enqueue);
+        enqueue::run(&s, &enqueue_parker)
     })?);
     let s = shared.clone();
     chan.threads.push(spawn(format!("{prefix}-dequeue"), shared, move || {
-        if started(up_dequeue, nice) {
-            dequeue::run(&s, &dequeue_parker)
-        }
+        started(&s, up_dequeue, nice, Role::Dequeue);
+        dequeue::run(&s, &dequeue_parker)
     })?);
     // Both answers first, so that neither thread is left waiting; then the
     // error, if any: dropping `chan` disconnects the queue and joins both.
@@ -65,14 +63,108 @@ pub(crate) fn start<T: Send + 'static>(
     Ok(Arc::new(chan))
 }
 
-/// A proxy thread's first step: apply the nice value, if any, and report. Only
-/// a thread that reports success goes on to run its loop; one that failed
-/// returns at once (and `start` fails).
-fn started(up: oneshot::Answer<std::io::Result<()>>, nice: Option<i32>) -> bool {
-    let r = nice.map_or(Ok(()), set_nice);
-    let ok = r.is_ok();
+/// Which proxy a thread runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Role {
+    Enqueue,
+    Dequeue,
+}
+
+/// A proxy thread's first step: apply the nice value, if any, and report. A
+/// thread that failed disconnects the queue before it reports, and then runs
+/// its loop all the same: a disconnected loop winds down at once — the enqueue
+/// proxy answering and dropping whatever reached the ingress meanwhile (a
+/// mock clock's step may have sent a `Sync` from another thread, and waits for
+/// its answer).
+fn started<T>(shared: &Shared<T>, up: oneshot::Answer<std::io::Result<()>>, nice: Option<i32>, role: Role) {
+    let r = nice.map_or(Ok(()), |n| set_nice_as(role, n));
+    if r.is_err() {
+        shared.disconnect();
+    }
     up.send(r);
-    ok
+}
+
+#[cfg(not(all(test, not(delayq_loom), target_os = "linux")))]
+fn set_nice_as(_: Role, nice: i32) -> std::io::Result<()> {
+    set_nice(nice)
+}
+
+/// Tests make one proxy's `set_nice` fail (both get the same value, so the
+/// system refuses both or neither).
+#[cfg(all(test, not(delayq_loom), target_os = "linux"))]
+fn set_nice_as(role: Role, nice: i32) -> std::io::Result<()> {
+    match tests::FAIL.with_role(role) {
+        true => Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "refused by the test")),
+        false => set_nice(nice),
+    }
+}
+
+#[cfg(all(test, not(delayq_loom), target_os = "linux"))]
+mod tests {
+    use super::Role;
+    use crate::error::BuildError;
+    use crate::{Builder, MockClock};
+    use std::sync::atomic::{AtomicU8, Ordering};
+    use std::time::Duration;
+
+    /// Which role's `set_nice` fails: 0 none, 1 enqueue, 2 dequeue.
+    pub(super) struct Fail(AtomicU8);
+
+    impl Fail {
+        pub(super) fn with_role(&self, role: Role) -> bool {
+            let r = self.0.load(Ordering::SeqCst);
+            (r == 1 && role == Role::Enqueue) || (r == 2 && role == Role::Dequeue)
+        }
+    }
+
+    pub(super) static FAIL: Fail = Fail(AtomicU8::new(0));
+
+    /// One proxy refused, the other running: `build` fails with the error, and
+    /// a mock clock stepped from another thread while the queue was starting
+    /// does not wait forever for the failed enqueue proxy's answer. Only the
+    /// tests of this module set `FAIL`, and they run one after the other.
+    #[test]
+    fn one_proxy_refused_fails_the_build_and_strands_no_clock_step() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        for role in [1, 2] {
+            FAIL.0.store(role, Ordering::SeqCst);
+            for _ in 0..20 {
+                let clock = MockClock::new();
+                let (done, finished) = std::sync::mpsc::channel();
+                let stepper = clock.clone();
+                let done_stepping = done.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        stepper.advance(Duration::from_millis(1));
+                    }
+                    let _ = done_stepping.send(None);
+                });
+                // Built (and dropped) on a thread of its own too: a stranded step
+                // holds the clock's listener list, which the failed queue's drop
+                // needs, so either side may be the one that hangs.
+                std::thread::spawn(move || {
+                    let r = Builder::new().clock(clock).proxy_nice(19).build::<u8>();
+                    let _ = done.send(Some(match r {
+                        Err(BuildError::ProxyNice(e)) => e.kind() == std::io::ErrorKind::PermissionDenied,
+                        _ => false,
+                    }));
+                });
+                let mut built = None;
+                for _ in 0..2 {
+                    // A stranded step would wait forever: fail instead of hanging.
+                    match finished.recv_timeout(Duration::from_secs(20)) {
+                        Ok(Some(ok)) => built = Some(ok),
+                        Ok(None) => {}
+                        Err(_) => panic!("role {role}: a clock step or the build never finished"),
+                    }
+                }
+                assert_eq!(built, Some(true), "role {role}: build must fail with PermissionDenied");
+            }
+        }
+        FAIL.0.store(0, Ordering::SeqCst);
+    }
+
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 }
 
 /// Starts a proxy thread. A panic inside it (a bug, or a panicking `Drop` we

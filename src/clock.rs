@@ -260,9 +260,10 @@ pub(crate) const NEVER: u64 = u64::MAX;
 
 /// Converts between `Instant`s and the `u64` nanosecond ticks the proxies order by.
 ///
-/// The origin lies a century before the queue was built, so past deadlines keep
-/// their exact value (older ones are all "the origin", due at once, in key
-/// order). Ticks run out `u64::MAX` nanoseconds after the origin, about 484 years
+/// The origin lies a century before the queue was built (or as far back as the
+/// platform's `Instant` reaches), so past deadlines keep their exact value
+/// (older ones are all "the origin", due at once, in key order; the index keeps
+/// them at tick 1). Ticks run out `u64::MAX` nanoseconds after the origin, about 484 years
 /// after the queue was built: the *horizon*.
 ///
 /// - A deadline at or beyond the horizon becomes [`NEVER`]: it never falls due.
@@ -276,9 +277,23 @@ pub(crate) struct Ticks {
 }
 
 impl Ticks {
+    /// The origin a century before `now`, or as far back as the platform's
+    /// `Instant` reaches (on some it cannot go back before boot): never `now`
+    /// itself unless it cannot go back even 1 ns, so a clock reading is at least
+    /// tick 1, where the index's deadlines start (`index::node::index_deadline`).
     pub(crate) fn new(now: Instant) -> Ticks {
         const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-        Ticks { origin: now.checked_sub(CENTURY).unwrap_or(now) }
+        let mut back = CENTURY;
+        let origin = loop {
+            if let Some(o) = now.checked_sub(back) {
+                break o;
+            }
+            if back <= Duration::from_nanos(1) {
+                break now;
+            }
+            back /= 2;
+        };
+        Ticks { origin }
     }
 
     /// A deadline in ticks: [`NEVER`] at or beyond the horizon.

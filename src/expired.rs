@@ -42,8 +42,9 @@ impl<T> Expired<T> {
     /// `reschedule`). Exact between the queue's origin (a century before it was
     /// built) and its horizon (about 484 years after); outside that range it is
     /// clamped to it: a deadline more than a century in the past reports the
-    /// origin (plus one nanosecond: the index keeps tick 0 as tick 1), and one that fell due only because a mock clock was stepped past
-    /// the horizon reports the horizon.
+    /// origin plus one nanosecond (the index keeps tick 0 as tick 1), and one
+    /// that fell due only because a mock clock was stepped past the horizon
+    /// reports the horizon.
     pub fn deadline(&self) -> Instant {
         self.deadline
     }

@@ -67,8 +67,8 @@
 //!   consumer) and two threads per queue. Those two threads compete for the
 //!   CPU like any other: with many more busy client threads than cores, the
 //!   kernel's fair share leaves them behind, and
-//!   [`Builder::proxy_nice`] (which needs `CAP_SYS_NICE` for a negative value)
-//!   gives them a larger share.
+//!   [`Builder::proxy_nice`] (which needs `CAP_SYS_NICE` for a value below the
+//!   caller's own) gives them a larger share, at a price described there.
 //! - Memory: a pending item costs its entry in the key table (deadline and
 //!   item, no padding for the table's empty slots) and a 16-byte node: 32
 //!   bytes for an 8-byte item.

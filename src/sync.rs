@@ -218,8 +218,8 @@ impl IdCounter {
 
 /// Sets the calling thread's nice value (Linux `setpriority(PRIO_PROCESS, 0, n)`,
 /// which on Linux applies to the calling thread only). Lowering it below the
-/// current value needs `CAP_SYS_NICE` or a `RLIMIT_NICE` that allows it: the
-/// kernel's error comes back as it is (`PermissionDenied`). Elsewhere, where
+/// thread's current value needs `CAP_SYS_NICE` or a `RLIMIT_NICE` that allows
+/// it: the kernel's error comes back as it is (`PermissionDenied`). Elsewhere, where
 /// the call would change the whole process, it is `Unsupported`; under loom, a
 /// no-op.
 pub(crate) fn set_nice(nice: i32) -> std::io::Result<()> {
@@ -233,9 +233,11 @@ pub(crate) fn set_nice(nice: i32) -> std::io::Result<()> {
             ) -> std::ffi::c_int;
         }
         const PRIO_PROCESS: std::ffi::c_int = 0;
-        // SAFETY: setpriority takes three integers by value and touches no memory
-        // of ours; with `who == 0` it changes a scheduling attribute of the
-        // calling thread only (Linux keeps the nice value per thread).
+        // SAFETY: the declaration matches `<sys/resource.h>` on Linux (glibc and
+        // musl: `int setpriority(int which, id_t who, int prio)`, `id_t` being a
+        // 32-bit unsigned integer); the call takes three integers by value and
+        // touches no memory of ours; with `who == 0` it changes a scheduling
+        // attribute of the calling thread only (Linux keeps nice per thread).
         let r = unsafe { setpriority(PRIO_PROCESS, 0, nice) };
         if r != 0 {
             return Err(std::io::Error::last_os_error());

@@ -1,5 +1,6 @@
 //! Many producers × many consumers on the system clock: exactly once, never early,
-//! each consumer sees nondecreasing deadlines; and the proxy threads' names.
+//! each consumer sees nondecreasing deadlines; and the proxy threads' names and
+//! nice values (`Builder::proxy_nice`).
 //!
 //! Only `default_thread_names` builds a queue with the default prefix: the name
 //! checks count threads of this process, and tests run in parallel.
@@ -281,26 +282,38 @@ fn nice_of(name: &str) -> Vec<i32> {
     .collect()
 }
 
-/// Whether this process may lower a thread's nice value below 0 (root or
-/// `CAP_SYS_NICE` or a permissive `RLIMIT_NICE`): tried on a scratch thread.
+/// The calling thread's own nice value (`/proc/thread-self/stat`, field 19).
 #[cfg(target_os = "linux")]
-fn may_raise_priority() -> bool {
+fn my_nice() -> i32 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("/proc/thread-self/stat");
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    rest.split(' ').nth(19 - 3).and_then(|n| n.parse().ok()).expect("nice field")
+}
+
+/// Whether this process may set a thread's nice value to `n` (root,
+/// `CAP_SYS_NICE` or a `RLIMIT_NICE` that allows it): tried on a scratch thread.
+#[cfg(target_os = "linux")]
+fn may_set_nice(n: i32) -> bool {
     extern "C" {
         fn setpriority(which: i32, who: u32, prio: i32) -> i32;
     }
-    // SAFETY: plain integers; `who == 0` is the calling (scratch) thread only.
-    thread::spawn(|| unsafe { setpriority(0, 0, -1) } == 0).join().unwrap()
+    // SAFETY: the declaration matches `<sys/resource.h>`; plain integers, and
+    // `who == 0` is the calling (scratch) thread only.
+    thread::spawn(move || unsafe { setpriority(0, 0, n) } == 0).join().unwrap()
 }
 
+/// 19, the lowest priority, which any thread may take: both proxies run at it
+/// before `build` returns, and the thread that built the queue keeps its own.
 #[cfg(target_os = "linux")]
 #[test]
 fn proxy_nice_sets_both_proxies_and_nothing_else() {
-    let (tx, rx) = Builder::new().thread_name_prefix("nc-pos").proxy_nice(7).build::<u32>().unwrap();
-    wait_for("nc-pos proxies", || proxies("nc-pos") == (1, 1));
-    assert_eq!(nice_of("nc-pos-enqueue"), [7]);
-    assert_eq!(nice_of("nc-pos-dequeue"), [7]);
-    let me = nice_of(&thread::current().name().unwrap_or("").chars().take(15).collect::<String>());
-    assert!(!me.contains(&7), "the building thread kept its own nice value");
+    let before = my_nice();
+    assert_ne!(before, 19, "the test needs a thread that does not run at nice 19 already");
+    let (tx, rx) = Builder::new().thread_name_prefix("nc-pos").proxy_nice(19).build::<u32>().unwrap();
+    // No wait: the values are set before `build` returns (the names too).
+    assert_eq!(nice_of("nc-pos-enqueue"), [19]);
+    assert_eq!(nice_of("nc-pos-dequeue"), [19]);
+    assert_eq!(my_nice(), before, "the building thread kept its own nice value");
     // And the queue works.
     tx.send_at(3, Instant::now()).unwrap();
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(3));
@@ -329,7 +342,7 @@ fn proxy_nice_out_of_range_fails_with_invalid_input_and_starts_nothing() {
 #[test]
 fn proxy_nice_below_zero_follows_the_privilege() {
     let r = Builder::new().thread_name_prefix("nc-neg").proxy_nice(-3).build::<u8>();
-    if may_raise_priority() {
+    if may_set_nice(-3) {
         let (tx, rx) = r.expect("privileged: a negative nice value is allowed");
         wait_for("nc-neg proxies", || proxies("nc-neg") == (1, 1));
         assert_eq!(nice_of("nc-neg-enqueue"), [-3]);
