@@ -230,9 +230,11 @@ impl<T> Receiver<T> {
         self.recv_raw_deadline(deadline).map(|(_, _, item)| item)
     }
 
-    /// Blocks until at least one item is due, then appends to `buf` every item
-    /// due now, up to `limit` in all. Returns how many it appended. With
-    /// `limit == 0` it returns `Ok(0)` at once.
+    /// Blocks until at least one item is due, then appends to `buf` the due
+    /// items already waiting for consumers, up to `limit` in all. Returns how
+    /// many it appended. With `limit == 0` it returns `Ok(0)` at once. (The
+    /// dequeue proxy hands over due items one by one: one that it is moving at
+    /// this very moment may come with the next call instead.)
     ///
     /// # Errors
     ///

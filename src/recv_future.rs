@@ -68,8 +68,9 @@ impl<T> Receiver<T> {
         RecvEntryFut { rx: self, slot: Slot::default() }
     }
 
-    /// Waits until at least one item is due, then appends to `buf` every item
-    /// due now, up to `limit` in all; returns how many. With `limit == 0` it is
+    /// Waits until at least one item is due, then appends to `buf` the due
+    /// items already waiting for consumers, up to `limit` in all (as
+    /// [`Receiver::recv_many`]); returns how many. With `limit == 0` it is
     /// ready at once with `Ok(0)`. Cancellation safe: a dropped future has
     /// appended nothing.
     ///
