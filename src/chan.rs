@@ -93,10 +93,10 @@ fn set_nice_as(_: Role, nice: i32) -> std::io::Result<()> {
 /// system refuses both or neither).
 #[cfg(all(test, not(delayq_loom), target_os = "linux"))]
 fn set_nice_as(role: Role, nice: i32) -> std::io::Result<()> {
-    match tests::FAIL.with_role(role) {
-        true => Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "refused by the test")),
-        false => set_nice(nice),
+    if tests::FAIL.with_role(role) {
+        return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "refused by the test"));
     }
+    set_nice(nice)
 }
 
 #[cfg(all(test, not(delayq_loom), target_os = "linux"))]

@@ -274,20 +274,24 @@ fn nice_of(name: &str) -> Vec<i32> {
         if comm.trim_end() != name {
             return None;
         }
-        let stat = std::fs::read_to_string(path.join("stat")).ok()?;
-        // Fields after the parenthesised name: state is field 3, nice field 19.
-        let rest = &stat[stat.rfind(')')? + 2..];
-        rest.split(' ').nth(19 - 3)?.parse().ok()
+        stat_nice(&std::fs::read_to_string(path.join("stat")).ok()?)
     })
     .collect()
 }
 
-/// The calling thread's own nice value (`/proc/thread-self/stat`, field 19).
+/// The nice value in a `/proc/.../stat` line: field 19, counted from the pid.
+#[cfg(target_os = "linux")]
+fn stat_nice(stat: &str) -> Option<i32> {
+    // Fields after the parenthesised name (which may hold spaces): state is field 3.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19 - 3)?.parse().ok()
+}
+
+/// The calling thread's own nice value.
 #[cfg(target_os = "linux")]
 fn my_nice() -> i32 {
     let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("/proc/thread-self/stat");
-    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
-    rest.split(' ').nth(19 - 3).and_then(|n| n.parse().ok()).expect("nice field")
+    stat_nice(&stat).expect("nice field")
 }
 
 /// Whether this process may set a thread's nice value to `n` (root,

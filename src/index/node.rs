@@ -30,6 +30,12 @@ pub(crate) fn index_deadline(deadline: u64) -> u64 {
     deadline.max(1)
 }
 
+/// A deadline as an entry stores it; [`index_deadline`] has made it non-zero.
+fn stored(deadline: u64) -> NonZeroU64 {
+    debug_assert_ne!(deadline, 0, "deadline not passed through index_deadline");
+    NonZeroU64::new(deadline).unwrap_or(NonZeroU64::MIN)
+}
+
 /// What the table holds per item.
 #[derive(Debug)]
 pub(crate) struct Entry<T> {
@@ -41,8 +47,7 @@ pub(crate) struct Entry<T> {
 impl<T> Entry<T> {
     /// An entry due at `deadline`, which [`index_deadline`] has already seen.
     pub(crate) fn new(deadline: u64, item: T) -> Entry<T> {
-        debug_assert_ne!(deadline, 0, "deadline not passed through index_deadline");
-        Entry { at: NonZeroU64::new(deadline).unwrap_or(NonZeroU64::MIN), item }
+        Entry { at: stored(deadline), item }
     }
 
     pub(crate) fn deadline(&self) -> u64 {
@@ -51,8 +56,7 @@ impl<T> Entry<T> {
 
     /// Moves the entry to `deadline`, which [`index_deadline`] has already seen.
     pub(crate) fn set_deadline(&mut self, deadline: u64) {
-        debug_assert_ne!(deadline, 0, "deadline not passed through index_deadline");
-        self.at = NonZeroU64::new(deadline).unwrap_or(NonZeroU64::MIN);
+        self.at = stored(deadline);
     }
 
     pub(crate) fn is_live(entries: &Slots<Entry<T>>, n: &Node) -> bool {
