@@ -25,6 +25,19 @@ RUSTFLAGS="--cfg delayq_loom" CARGO_TARGET_DIR=target/loom \
   timeout "$limit" cargo test -p loom-tests --release --no-fail-fast -- --nocapture
 echo "loom suite: $(( $(date +%s) - start )) s"
 
+# A planted bug in a model of the internals: a consumer that takes a staged
+# egress entry without winning it (src/egress.rs). The egress models must fail
+# with a duplicated item.
+bug=delayq_bug_take_ignores_recall
+echo "planted bug: loom must find --cfg $bug"
+start=$(date +%s)
+out=$(RUSTFLAGS="--cfg delayq_loom --cfg $bug" CARGO_TARGET_DIR="target/loom-$bug" \
+  timeout "$limit" cargo test -p delayq --lib --release -- loom_models::egress 2>&1) && {
+  echo "$out"; echo "loom missed the planted bug $bug"; exit 1; }
+grep -q "an entry left twice or never" <<<"$out" || {
+  echo "$out"; echo "the egress models failed under $bug, but not by a duplicated item"; exit 1; }
+echo "planted bug $bug: found in $(( $(date +%s) - start )) s"
+
 # Each planted bug in its own build: loom must find it.
 for bug in delayq_bug_lost_wakeup delayq_bug_take_pending_no_ring delayq_bug_async_drop_no_pass_on; do
   echo "planted bug: loom must find --cfg $bug"

@@ -8,6 +8,7 @@ use crate::index::Kind;
 use crate::receiver::Receiver;
 use crate::sender::Sender;
 use crate::shared::Layout;
+use std::time::Duration;
 
 /// Ingress ring slots: a batching buffer; overflow spills, it never blocks.
 const INGRESS_SLOTS: usize = 4096;
@@ -105,6 +106,7 @@ pub struct Builder {
     ingress_slots: usize,
     egress_slots: usize,
     nice: Option<i32>,
+    stage_ahead: Option<Duration>,
 }
 
 impl Default for Builder {
@@ -125,6 +127,7 @@ impl Builder {
             ingress_slots: INGRESS_SLOTS,
             egress_slots: EGRESS_SLOTS,
             nice: None,
+            stage_ahead: None,
         }
     }
 
@@ -230,6 +233,36 @@ impl Builder {
         self
     }
 
+    /// How long before its deadline the dequeue proxy may hand an item to the
+    /// consumers' ring (default 100 µs on a system clock, zero on a mock clock).
+    ///
+    /// A consumer that finds the oldest item there not due yet parks until its
+    /// deadline (one waiting consumer does; the others wait for it), so an item
+    /// comes out when that consumer's own timer fires, not after the dequeue
+    /// proxy's timer fires and then wakes a consumer: one wake-up on the path
+    /// instead of two. Nothing comes out early: a consumer takes only what is due
+    /// by its clock reading. Until its deadline a staged item can still be
+    /// cancelled and rescheduled, and an item that arrives with an earlier
+    /// deadline goes in front of it. `Duration::ZERO` moves items only once due
+    /// (each then needs the dequeue proxy's wake-up, then a consumer's).
+    /// Durations past the tick range (about 584 years) saturate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (tx, rx) = delayq::Builder::new().stage_ahead(Duration::ZERO).build().unwrap();
+    /// let at = Instant::now() + Duration::from_millis(2);
+    /// tx.send_at('a', at).unwrap();
+    /// assert_eq!(rx.recv(), Ok('a'));
+    /// assert!(Instant::now() >= at);
+    /// ```
+    pub fn stage_ahead(mut self, ahead: Duration) -> Builder {
+        self.stage_ahead = Some(ahead);
+        self
+    }
+
     /// Starts the two proxy threads and returns the queue's first handles.
     ///
     /// # Errors
@@ -261,6 +294,7 @@ impl Builder {
             ingress_slots: self.ingress_slots.min(cap),
             egress_slots: self.egress_slots.min(cap),
             index: self.index,
+            stage_ahead: self.stage_ahead,
         };
         let chan = chan::start(&layout, self.clock, &self.prefix, self.nice)?;
         Ok((Sender::new(chan.clone()), Receiver::new(chan)))

@@ -1,18 +1,22 @@
-//! The dequeue proxy: moves due items from the timer index to the egress ring;
-//! the admission rule it applies after each round; and the handshake by which a
-//! mock clock's step waits for one of its rounds (the counter is `rounds.rs`).
+//! The dequeue proxy: moves items from the timer index to the egress ring once
+//! they are due within `stage_ahead`; the admission rule it applies after each
+//! round; and the handshake by which a mock clock's step waits for one of its
+//! rounds (the counter is `rounds.rs`).
 //!
-//! Each round it reads the clock once, then in ONE critical section of the timers
-//! lock moves every due item (as many as the egress ring has room for), reads the
-//! new head and records its sleep plan ([`Sleep`]). After unlocking it wakes
-//! consumers, then parks until the new head's deadline, an earlier head, egress
-//! room, a mock-clock step or shutdown.
+//! Each round it reads the clock once (`now`), then in ONE critical section of
+//! the timers lock moves every item due by `now + stage_ahead` (as many as the
+//! egress ring has room for; staged entries due after one of them go back to the
+//! index first, so that the ring stays in deadline order), reads the new head and
+//! records its sleep plan ([`Sleep`]). After unlocking it wakes consumers, then
+//! parks until `stage_ahead` before the new head's deadline, an earlier head,
+//! egress room, a mock-clock step or shutdown — and, when no consumer leads for
+//! the oldest staged entry (`lead.rs`), until that entry's deadline at the latest.
 
 use crate::admission::Reason;
-use crate::clock::Clock;
+use crate::clock::{Clock, NEVER};
 use crate::cmd::Cmd;
 use crate::shared::Shared;
-use crate::sync::{lock, set_timer_slack, Parker};
+use crate::sync::{fence, lock, set_timer_slack, Ordering, Parker};
 use crate::waiters::block_on;
 use crate::wakeup::Sleep;
 
@@ -34,61 +38,127 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             shared.rounds.start();
         }
         let now = delivery_now(shared);
-        let (moved, plan) = {
-            let mut t = lock(&shared.timers);
-            let mut moved = 0;
-            let mut full = false;
-            loop {
-                if shared.egress.is_full() {
-                    full = t.index.next_wake().is_some_and(|d| d <= now);
-                    break;
-                }
-                let Some(entry) = t.index.pop_due(now) else { break };
-                // SAFETY: we are the dequeue proxy, the egress's only pusher, and
-                // hold the timers lock.
-                if unsafe { shared.egress.push(entry) }.is_err() {
-                    unreachable!("egress ring refused a push below capacity");
-                }
-                moved += 1;
-            }
-            let plan = Sleep::plan(t.index.next_wake(), full);
-            #[cfg(not(delayq_bug_lost_wakeup))]
-            {
-                t.sleep = plan;
-            }
-            (moved, plan)
-        };
+        let r = round(shared, now);
         // Planted bug for the loom suite: publishing the plan in a second critical
         // section opens the "looked at the head, then slept" window that the Go
         // timing-wheel library's delay queue describes in its comments.
         #[cfg(delayq_bug_lost_wakeup)]
         {
-            lock(&shared.timers).sleep = plan;
+            lock(&shared.timers).sleep = r.plan;
         }
         if !counted {
-            admit(shared, &mut taken_before, plan == Sleep::Space);
+            admit(shared, &mut taken_before, r.plan == Sleep::Space);
         }
-        if moved > 0 {
-            // Two, not `moved`: each consumer that leaves items wakes the next
-            // (`receiver::taken`), so the syscalls spread over the consumers.
-            shared.signals.consumers.notify(moved.min(2));
-        }
+        wake_consumers(shared, &r);
         if counted {
             shared.rounds.end();
         }
-        match plan {
+        let wake = r.staged_wake.map(|t| shared.ticks.instant(t));
+        match r.plan {
             Sleep::Space => {
                 let bell = &shared.signals.dequeue;
                 bell.prepare_sleep();
                 if !shared.egress.has_room_for_batch() && !shared.counter.is_disconnected() {
-                    parker.park(None);
+                    shared.clock.park(parker, wake);
                 }
                 bell.awake();
             }
-            Sleep::Until(t) => shared.clock.park(parker, Some(shared.ticks.instant(t))),
-            Sleep::Forever => shared.clock.park(parker, None),
+            Sleep::Until(t) => {
+                // Wake `stage_ahead` before the head's deadline to stage it, unless
+                // the ring is full (then staging waits for room or the deadline).
+                let t = if r.full { t } else { t.saturating_sub(shared.stage_ahead) };
+                let t = r.staged_wake.map_or(t, |w| w.min(t));
+                shared.clock.park(parker, Some(shared.ticks.instant(t)));
+            }
+            Sleep::Forever => shared.clock.park(parker, wake),
             Sleep::Awake => {}
         }
+    }
+}
+
+/// What a round did and what the proxy does next.
+struct Round {
+    /// Entries pushed into the egress that were due.
+    due: usize,
+    /// Entries pushed into the egress ahead of their deadline.
+    staged: usize,
+    /// A staged entry fell due since the last round, still waiting.
+    fell_due: bool,
+    plan: Sleep,
+    /// The egress was full when the round ended.
+    full: bool,
+    /// The deadline of the oldest staged entry still waiting.
+    first_staged: Option<u64>,
+    /// The deadline the leading consumer waits for, read after the pushes.
+    lead: Option<u64>,
+    /// The proxy's own wake-up for the oldest staged entry, when no consumer
+    /// leads for it (`lead.rs`).
+    staged_wake: Option<u64>,
+}
+
+/// One round under the timers lock: moves every item due by `now +
+/// stage_ahead` into the egress (as many as it has room for), recalling staged
+/// entries that an earlier item must precede, then reads the new head and
+/// records the sleep plan.
+fn round<T>(shared: &Shared<T>, now: u64) -> Round {
+    let horizon = now.saturating_add(shared.stage_ahead).min(NEVER - 1);
+    let mut t = lock(&shared.timers);
+    let t = &mut *t;
+    let fell_due = t.staged.prune(&shared.egress, now);
+    let (mut due, mut staged) = (0, 0);
+    let mut due_left = false;
+    loop {
+        if shared.egress.is_full() {
+            due_left = t.index.next_wake().is_some_and(|d| d <= now);
+            break;
+        }
+        let Some(entry) = t.index.pop_due(horizon) else { break };
+        let (at, key) = (entry.0, entry.1);
+        if shared.stage_ahead != 0 {
+            // SAFETY: we hold the timers lock.
+            unsafe { t.staged.recall_later(&shared.egress, at, &mut t.index) };
+        }
+        // SAFETY: we are the dequeue proxy, the egress's only pusher, and hold
+        // the timers lock.
+        match unsafe { shared.egress.push(entry, at > now) } {
+            Ok(pos) if at > now => {
+                t.staged.record(pos, key, at);
+                staged += 1;
+            }
+            Ok(_) => due += 1,
+            Err(_) => unreachable!("egress ring refused a push below capacity"),
+        }
+    }
+    // SeqCst: the proxy's half of the lead hand-off (`lead.rs`): our pushes,
+    // then the leader's deadline.
+    fence(Ordering::SeqCst);
+    let lead = shared.lead.current();
+    let first_staged = t.staged.first();
+    let staged_wake = first_staged.filter(|&f| lead.map_or(true, |l| l > f));
+    let plan = Sleep::plan(t.index.next_wake(), due_left);
+    #[cfg(not(delayq_bug_lost_wakeup))]
+    {
+        t.sleep = plan;
+    }
+    Round { due, staged, fell_due, plan, full: shared.egress.is_full(), first_staged, lead, staged_wake }
+}
+
+/// Wakes consumers after a round: for due entries, two (each consumer that
+/// leaves items wakes the next, `receiver::taken`, so the syscalls spread over
+/// the consumers); for a staged entry that fell due with nobody leading (the
+/// proxy woke for it), one; for a new oldest staged entry, one, to lead, unless
+/// a consumer already leads for an earlier one.
+fn wake_consumers<T>(shared: &Shared<T>, r: &Round) {
+    let unled = |at: u64| r.lead.map_or(true, |l| l > at);
+    let n = if r.due > 0 {
+        r.due.min(2)
+    } else if (r.fell_due && r.lead.is_none()) || (r.staged > 0 && r.first_staged.is_some_and(unled)) {
+        1
+    } else {
+        0
+    };
+    if n > 0 {
+        shared.signals.consumers.notify(n);
     }
 }
 

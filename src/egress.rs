@@ -1,40 +1,138 @@
-//! The egress: dequeue proxy → consumers. Due items wait here as
-//! `(deadline, key, item)` in the order the dequeue proxy moved them.
+//! The egress: dequeue proxy → consumers. Items wait here as
+//! `(deadline, key, item)`, due or about to be: the dequeue proxy *stages* items
+//! whose deadline is at most `stage_ahead` away (`dequeue.rs`), so that at the
+//! deadline a consumer's own timed park releases it, without waiting for the
+//! proxy to wake first (`lead.rs`).
 //!
-//! A bounded [`Ring`] with one pusher that never closes it:
+//! A bounded ring after Dmitry Vyukov's bounded MPMC queue, with one pusher and
+//! a state per entry:
 //! - **Exclusive push.** Only the dequeue proxy pushes, and only while it holds
 //!   the timers lock. So the push needs no CAS, and anyone else holding that lock
-//!   (the enqueue proxy answering `peek_deadline` or `take_pending`) sees a ring
-//!   that no one is filling.
-//! - **Takes** are the ring's lock-free pops: one CAS per item, or one per batch
-//!   (`take_many`, for `recv_many`).
-//! - **Room.** The dequeue proxy stops at a full ring and waits for room
-//!   (`Sleep::Space`); whoever makes room rings its bell once
-//!   [`has_room_for_batch`](Egress::has_room_for_batch) holds — half the ring
-//!   free — so that it moves a batch per wake-up, not one item.
+//!   (the enqueue proxy answering `cancel`, `peek_deadline` or `take_pending`)
+//!   sees a ring that no one is filling.
+//! - **Takes only what is due.** The proxy marks each entry `DUE` (due when it
+//!   pushed it) or `STAGED` (not yet). A consumer looks at the oldest entry: a
+//!   `DUE` one it claims with one CAS on `head`, as in Vyukov's queue, without
+//!   reading the clock; a `STAGED` one not due by its clock reading stays (the
+//!   consumer learns its deadline, to park until then).
+//! - **Recall.** A staged entry can be taken back — by `cancel`, by
+//!   `reschedule`, or by the dequeue proxy when an earlier item must go in front
+//!   of it. Entry states:
+//!
+//!   ```text
+//!   DUE ──(consumer that claimed its position)──▶ (slot freed)
+//!   STAGED ──(consumer that claimed its position)──▶ TAKEN
+//!     └──────(recaller, under the timers lock)──────▶ RECALLED
+//!   ```
+//!
+//!   Each side moves a staged item out only after winning that one CAS, so an
+//!   item leaves once; nobody recalls a `DUE` entry, so claiming its position is
+//!   enough. A consumer whose claimed entry was recalled frees the slot and
+//!   looks at the next. No memory is reclaimed under a reader: the entries are the
+//!   ring's slots, rewritten only by pushes, and a recaller holds the timers lock,
+//!   under which no push runs. (This is why no epoch-based reclamation is needed
+//!   here, although the entries are shared.)
+//!
+//! Invariant of a slot, for the position `pos` it holds: `stamp == pos` means
+//! empty, ready for the push of `pos`; `stamp == pos + 1` means the push of `pos`
+//! is complete and its `state`, `at` and `key` are those of that push; a consumer
+//! that claimed `pos` (the CAS on `head`) writes `stamp = pos + capacity` when it
+//! is done with the slot.
+//!
+//! **Room.** The dequeue proxy stops at a full ring and waits for room
+//! (`Sleep::Space`); whoever makes room rings its bell once
+//! [`has_room_for_batch`](Egress::has_room_for_batch) holds — half the ring
+//! free — so that it moves a batch per wake-up, not one item. A recalled entry
+//! keeps its slot until a consumer passes over it.
 
-use crate::ring::Ring;
+use crate::sync::{spin, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+use crossbeam_utils::CachePadded;
+use std::mem::MaybeUninit;
 
-/// A due item: `(deadline ticks, key, item)`.
+/// An item on its way out: `(deadline ticks, key, item)`.
 pub(crate) type Due<T> = (u64, u64, T);
 
-pub(crate) struct Egress<T> {
-    ring: Ring<Due<T>>,
+/// Entry states (meaningful while the slot's stamp says it holds a push).
+const DUE: usize = 0;
+const STAGED: usize = 1;
+const TAKEN: usize = 2;
+const RECALLED: usize = 3;
+
+struct Slot<T> {
+    stamp: AtomicUsize,
+    state: AtomicUsize,
+    /// Deadline ticks and key: written before the stamp is published, read by
+    /// consumers before they claim, and by recallers.
+    at: AtomicU64,
+    key: AtomicU64,
+    item: UnsafeCell<MaybeUninit<T>>,
 }
+
+/// What a consumer found at the front of the ring.
+#[derive(Debug)]
+pub(crate) enum Look<T> {
+    /// A due item, now the caller's.
+    Item(Due<T>),
+    /// The oldest entry is due at this tick, later than the caller's `now`.
+    NotYet(u64),
+    /// Nothing waiting.
+    Empty,
+}
+
+/// What a take did: what it found, and how many recalled entries it passed over
+/// (their slots are free now, so the caller may have made room).
+#[derive(Debug)]
+pub(crate) struct Took<T> {
+    pub(crate) look: Look<T>,
+    pub(crate) skipped: usize,
+}
+
+pub(crate) struct Egress<T> {
+    head: CachePadded<AtomicUsize>,
+    tail: CachePadded<AtomicUsize>,
+    slots: Box<[Slot<T>]>,
+    mask: usize,
+}
+
+// SAFETY: each item goes from the dequeue proxy (which pushed it) to exactly one
+// thread: the consumer or the recaller that won the entry's state CAS; so
+// `T: Send` is all it needs.
+unsafe impl<T: Send> Send for Egress<T> {}
+// SAFETY: as for `Send`; shared access goes through the stamp and state protocol.
+unsafe impl<T: Send> Sync for Egress<T> {}
 
 impl<T> Egress<T> {
     /// A ring of `slots.next_power_of_two()` slots (at least 2, at most 2^30).
     pub(crate) fn new(slots: usize) -> Egress<T> {
-        Egress { ring: Ring::new(slots) }
+        let cap = slots.clamp(2, 1 << 30).next_power_of_two();
+        let slots = (0..cap)
+            .map(|i| Slot {
+                stamp: AtomicUsize::new(i),
+                state: AtomicUsize::new(DUE),
+                at: AtomicU64::new(0),
+                key: AtomicU64::new(0),
+                item: UnsafeCell::new(MaybeUninit::uninit()),
+            })
+            .collect();
+        Egress {
+            head: CachePadded::new(AtomicUsize::new(0)),
+            tail: CachePadded::new(AtomicUsize::new(0)),
+            slots,
+            mask: cap - 1,
+        }
     }
 
     pub(crate) fn capacity(&self) -> usize {
-        self.ring.capacity()
+        self.mask + 1
     }
 
-    /// Items waiting (approximate while others take).
+    /// Slots in use, recalled entries included (approximate while others take).
     pub(crate) fn len(&self) -> usize {
-        self.ring.len()
+        // SeqCst: consumers' and the proxy's room checks order against the
+        // claims and pushes (fences in `wakeup` and `waiters`).
+        let tail = self.tail.load(Ordering::SeqCst);
+        let head = self.head.load(Ordering::SeqCst);
+        tail.saturating_sub(head)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -42,7 +140,7 @@ impl<T> Egress<T> {
     }
 
     pub(crate) fn is_full(&self) -> bool {
-        self.ring.is_full()
+        self.len() >= self.capacity()
     }
 
     /// At least half the ring is free: enough for the dequeue proxy to move a
@@ -52,72 +150,292 @@ impl<T> Egress<T> {
         self.len() <= self.capacity() / 2
     }
 
-    /// Stages a due item for the consumers. Fails (handing it back) only when full.
+    /// How many slots consumers have passed so far, in all (wraps; compare for
+    /// change only). A hint: others may be taking.
+    pub(crate) fn taken_so_far(&self) -> usize {
+        // Relaxed: a progress hint for the dequeue proxy's admission rule.
+        self.head.load(Ordering::Relaxed)
+    }
+
+    /// Hands an item to the consumers: `staged` if it is not due yet. Returns
+    /// its position (for a later [`recall`](Egress::recall) of a staged one), or
+    /// hands it back when the ring is full.
     ///
     /// # Safety
     /// The caller is the dequeue proxy, the only pusher, and holds the timers lock.
-    pub(crate) unsafe fn push(&self, entry: Due<T>) -> Result<(), Due<T>> {
-        // SAFETY: the caller is the only pusher (its duty), and nothing closes the
-        // egress ring (this type offers no `close`).
-        unsafe { self.ring.push_exclusive(entry) }
+    pub(crate) unsafe fn push(&self, (at, key, item): Due<T>, staged: bool) -> Result<usize, Due<T>> {
+        // Relaxed: only we write `tail`.
+        let tail = self.tail.load(Ordering::Relaxed);
+        let slot = &self.slots[tail & self.mask];
+        loop {
+            // Acquire: pairs with the Release stamp store of the take that freed it.
+            let stamp = slot.stamp.load(Ordering::Acquire);
+            if stamp == tail {
+                break;
+            }
+            // The slot holds the entry of one lap ago: full, unless a consumer has
+            // claimed it and is finishing (then it is free in a moment).
+            // SeqCst: the verdict must not be older than the take a blocked
+            // proxy then waits for (see `wakeup::Bell`).
+            if self.head.load(Ordering::SeqCst).wrapping_add(self.mask + 1) == tail {
+                return Err((at, key, item));
+            }
+            spin();
+        }
+        // Relaxed (all three): published by the Release stamp store below.
+        slot.state.store(if staged { STAGED } else { DUE }, Ordering::Relaxed);
+        slot.at.store(at, Ordering::Relaxed);
+        slot.key.store(key, Ordering::Relaxed);
+        // SAFETY: the stamp says the slot is empty for position `tail`, and no
+        // other thread pushes (the caller's duty), so the slot is ours to write.
+        slot.item.with_mut(|p| unsafe { (*p).write(item) });
+        // Release: publishes the entry to whoever reads this stamp.
+        slot.stamp.store(tail + 1, Ordering::Release);
+        // SeqCst: claims and room checks read `tail` in the total order that the
+        // wake-up checks reason about.
+        self.tail.store(tail + 1, Ordering::SeqCst);
+        Ok(tail)
     }
 
-    /// The earliest deadline waiting here (the ring is in delivery order, not
-    /// always deadline order: an item that reached the index already due follows
-    /// the ones moved before it).
+    /// Takes the oldest entry if it is due, passing over recalled ones. `now` is
+    /// called (once) only if the oldest entry was staged.
+    pub(crate) fn take(&self, mut now: impl FnMut() -> u64) -> Took<T> {
+        let mut clock = None::<u64>;
+        let mut skipped = 0;
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            let slot = &self.slots[head & self.mask];
+            // Acquire: pairs with the Release stamp store of the push of `head`.
+            let stamp = slot.stamp.load(Ordering::Acquire);
+            if stamp == head + 1 {
+                // Acquire: a recaller's RECALLED is read with what it saw.
+                let state = slot.state.load(Ordering::Acquire);
+                if state == STAGED {
+                    // Relaxed: published with the stamp, and unchanged until the
+                    // slot's next push.
+                    let at = slot.at.load(Ordering::Relaxed);
+                    if at > *clock.get_or_insert_with(&mut now) {
+                        return Took { look: Look::NotYet(at), skipped };
+                    }
+                }
+                // SeqCst: claims belong to the total order that the wake-up checks
+                // (fences in `wakeup` and `waiters`) reason about.
+                if let Err(h) =
+                    self.head.compare_exchange_weak(head, head + 1, Ordering::SeqCst, Ordering::Relaxed)
+                {
+                    head = h;
+                    continue;
+                }
+                // Position `head` is ours. A due entry is ours with it (nobody
+                // recalls those); a staged one if it is still STAGED.
+                // AcqRel: orders our read of the item after the push, and against a
+                // recaller's CAS on the same state.
+                let won = state == DUE
+                    || slot
+                        .state
+                        .compare_exchange(STAGED, TAKEN, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok();
+                // Planted bug for the loom suite: a consumer that takes a staged
+                // entry without winning it races a recall of the same item.
+                #[cfg(delayq_bug_take_ignores_recall)]
+                let won = won || state == STAGED;
+                let entry = won.then(|| {
+                    let at = slot.at.load(Ordering::Relaxed);
+                    let key = slot.key.load(Ordering::Relaxed);
+                    // SAFETY: we claimed position `head`, whose push completed (the
+                    // stamp), and the entry is ours (due, or STAGED → TAKEN): no one
+                    // else moves the item out, and no push rewrites the slot before
+                    // our stamp store below.
+                    let item = slot.item.with(|p| unsafe { (*p).assume_init_read() });
+                    (at, key, item)
+                });
+                // Release: hands the emptied slot to the push one lap on.
+                slot.stamp.store(head + self.mask + 1, Ordering::Release);
+                match entry {
+                    Some(e) => return Took { look: Look::Item(e), skipped },
+                    None => {
+                        skipped += 1;
+                        head += 1;
+                    }
+                }
+            } else if stamp == head {
+                // Nothing pushed at `head` yet.
+                return Took { look: Look::Empty, skipped };
+            } else {
+                // Another consumer claimed `head` meanwhile.
+                spin();
+                head = self.head.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Takes back the staged entry pushed at `pos`, if it is still there and not
+    /// taken: for `cancel`, `reschedule`, and the dequeue proxy putting an earlier
+    /// item in front. Returns it, or `None` if a consumer has it (or it was pushed
+    /// due: those are never recalled).
     ///
     /// # Safety
-    /// The caller holds the timers lock, so no push runs.
-    pub(crate) unsafe fn earliest_deadline(&self) -> Option<u64> {
+    /// The caller holds the timers lock, so no push runs (the slot's item cannot
+    /// be rewritten while we move it out).
+    pub(crate) unsafe fn recall(&self, pos: usize) -> Option<Due<T>> {
+        let slot = &self.slots[pos & self.mask];
+        // Acquire: pairs with the Release stamp store of the push of `pos`; any
+        // other value means a consumer passed it (and it was taken).
+        if slot.stamp.load(Ordering::Acquire) != pos + 1 {
+            return None;
+        }
+        // AcqRel: against a consumer's STAGED → TAKEN on the same state; Release
+        // so that a consumer that sees RECALLED also sees that we own the item.
+        slot.state.compare_exchange(STAGED, RECALLED, Ordering::AcqRel, Ordering::Acquire).ok()?;
+        let at = slot.at.load(Ordering::Relaxed);
+        let key = slot.key.load(Ordering::Relaxed);
+        // SAFETY: the push of `pos` completed (the stamp), we won the entry
+        // (STAGED → RECALLED), so no consumer reads the item; no push runs while we
+        // hold the timers lock (the caller's duty), so the slot is not rewritten.
+        let item = slot.item.with(|p| unsafe { (*p).assume_init_read() });
+        Some((at, key, item))
+    }
+
+    /// The earliest deadline waiting here. (Entries are in deadline order except
+    /// where an item reached the index already due, or where the proxy did not
+    /// recall a long run of staged entries to put an earlier one in front.)
+    pub(crate) fn earliest_deadline(&self) -> Option<u64> {
         let mut min = None::<u64>;
-        // SAFETY: no push runs (the caller's duty); we read only the `u64` deadline
-        // field through the pointer, never a reference to the item.
-        unsafe {
-            self.ring.scan(|p| {
-                let d = std::ptr::addr_of!((*p).0).read();
-                min = Some(min.map_or(d, |m| m.min(d)));
-            })
-        };
+        self.each_live(|at| min = Some(min.map_or(at, |m| m.min(at))));
         min
     }
 
-    /// How many items consumers have taken so far, in all (wraps; compare for
-    /// change only). A hint: others may be taking.
-    pub(crate) fn taken_so_far(&self) -> usize {
-        self.ring.popped()
-    }
-
-    /// Takes the oldest due item.
-    pub(crate) fn take(&self) -> Option<Due<T>> {
-        self.ring.pop()
-    }
-
-    /// Takes up to `max` due items, oldest first, into `out`, with one CAS per
-    /// run of published items. Returns how many.
-    pub(crate) fn take_many(&self, out: &mut Vec<Due<T>>, max: usize) -> usize {
-        let mut n = 0;
-        while n < max {
-            let got = self.ring.pop_many(max - n, out);
-            if got == 0 {
-                break;
+    /// Calls `f` with the deadline of every waiting entry, oldest first. (An
+    /// entry taken meanwhile may or may not be seen.)
+    fn each_live(&self, mut f: impl FnMut(u64)) {
+        // Acquire: orders the stamp reads after the positions that name the slots.
+        let head = self.head.load(Ordering::Acquire);
+        let tail = self.tail.load(Ordering::Acquire);
+        for pos in head..tail {
+            let slot = &self.slots[pos & self.mask];
+            // Acquire: pairs with the Release stamp store of the push of `pos`.
+            if slot.stamp.load(Ordering::Acquire) == pos + 1
+                && matches!(slot.state.load(Ordering::Acquire), DUE | STAGED)
+            {
+                f(slot.at.load(Ordering::Relaxed));
             }
-            n += got;
         }
-        n
     }
 
-    /// Takes everything waiting (`take_pending`, shutdown).
+    /// Takes every waiting entry, due or not (`take_pending`, shutdown).
     pub(crate) fn take_all(&self) -> Vec<Due<T>> {
         let mut all = Vec::new();
-        while let Some(x) = self.ring.pop() {
+        while let Look::Item(x) = self.take(|| u64::MAX).look {
             all.push(x);
         }
         all
     }
 }
 
+impl<T> Drop for Egress<T> {
+    fn drop(&mut self) {
+        while let Look::Item(_) = self.take(|| u64::MAX).look {}
+    }
+}
+
 impl<T> std::fmt::Debug for Egress<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Egress").field("ring", &self.ring).finish()
+        f.debug_struct("Egress").field("len", &self.len()).field("capacity", &self.capacity()).finish()
+    }
+}
+
+#[cfg(all(test, not(delayq_loom)))]
+mod tests {
+    use super::*;
+
+    fn push(e: &Egress<u32>, at: u64, key: u64) -> usize {
+        // SAFETY: this test is the only pusher, and no one else recalls.
+        unsafe { e.push((at, key, key as u32), true) }.unwrap()
+    }
+
+    fn item(t: Took<u32>) -> Option<u32> {
+        match t.look {
+            Look::Item((_, _, x)) => Some(x),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn takes_only_what_is_due_and_reports_the_front() {
+        let e = Egress::new(4);
+        push(&e, 10, 1);
+        push(&e, 20, 2);
+        assert!(matches!(e.take(|| 9).look, Look::NotYet(10)));
+        assert_eq!(e.earliest_deadline(), Some(10));
+        assert_eq!(item(e.take(|| 10)), Some(1));
+        assert!(matches!(e.take(|| 19).look, Look::NotYet(20)));
+        assert_eq!(item(e.take(|| 25)), Some(2));
+        assert!(matches!(e.take(|| u64::MAX).look, Look::Empty));
+        assert_eq!(e.earliest_deadline(), None);
+    }
+
+    #[test]
+    fn a_recalled_entry_is_passed_over_once_and_frees_its_slot() {
+        let e = Egress::new(2);
+        let a = push(&e, 10, 1);
+        push(&e, 20, 2);
+        // SAFETY: no push runs concurrently (single-threaded test).
+        let back = unsafe { e.recall(a) };
+        assert_eq!(back, Some((10, 1, 1)));
+        // SAFETY: as above.
+        assert_eq!(unsafe { e.recall(a) }, None, "recalled twice");
+        assert_eq!(e.earliest_deadline(), Some(20));
+        let t = e.take(|| 30);
+        assert_eq!(t.skipped, 1);
+        assert_eq!(item(t), Some(2));
+        // Both slots are free again.
+        push(&e, 40, 3);
+        push(&e, 50, 4);
+        assert_eq!(e.take_all().len(), 2);
+    }
+
+    #[test]
+    fn a_due_entry_is_taken_without_reading_the_clock_and_never_recalled() {
+        let e = Egress::new(2);
+        // SAFETY: the only pusher and recaller (single-threaded test).
+        let a = unsafe { e.push((10, 1, 1), false) }.unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { e.recall(a) }, None);
+        assert_eq!(item(e.take(|| unreachable!("read the clock for a due entry"))), Some(1));
+    }
+
+    #[test]
+    fn a_taken_entry_cannot_be_recalled() {
+        let e = Egress::new(2);
+        let a = push(&e, 10, 1);
+        assert_eq!(item(e.take(|| 10)), Some(1));
+        // SAFETY: no push runs concurrently (single-threaded test).
+        assert_eq!(unsafe { e.recall(a) }, None);
+    }
+
+    #[test]
+    fn drop_drops_waiting_items_but_not_recalled_ones() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        use std::sync::Arc;
+        struct Counted(Arc<AtomicUsize>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, SeqCst);
+            }
+        }
+        let drops = Arc::new(AtomicUsize::new(0));
+        let e = Egress::new(4);
+        // SAFETY: the only pusher and recaller (single-threaded test).
+        let (a, back) = unsafe {
+            let a = e.push((5, 1, Counted(drops.clone())), true).ok().unwrap();
+            e.push((6, 2, Counted(drops.clone())), true).ok().unwrap();
+            (a, e.recall(a))
+        };
+        let _ = a;
+        assert_eq!(drops.load(SeqCst), 0);
+        drop(back);
+        assert_eq!(drops.load(SeqCst), 1);
+        drop(e);
+        assert_eq!(drops.load(SeqCst), 2, "the recalled item was dropped twice, or the live one never");
     }
 }

@@ -10,7 +10,7 @@ use crate::admission::Reason;
 use crate::cmd::Cmd;
 use crate::contain::drop_contained;
 use crate::oneshot::Answer;
-use crate::shared::Shared;
+use crate::shared::{Shared, Timers};
 use crate::sync::{lock, yield_now, Parker};
 
 /// Commands applied per lock round-trip at most.
@@ -93,8 +93,12 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
     let mut earliest = None::<u64>;
     // Whether this batch took items out of the egress ring.
     let mut made_room = false;
+    // The clock's reading for cancels of staged entries, read once per batch
+    // and only if needed.
+    let mut now = None;
     let wake = {
-        let mut t = lock(&shared.timers);
+        let mut guard = lock(&shared.timers);
+        let t = &mut *guard;
         for cmd in batch.drain(..) {
             match cmd {
                 Cmd::Insert { key, deadline, item } => {
@@ -102,27 +106,28 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                     earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
                 }
                 Cmd::Cancel { key, answer } => {
-                    let item = t.index.cancel(key).map(|(_, item)| item);
+                    let item = cancel(shared, t, key, &mut now).map(|(_, item)| item);
                     released += usize::from(item.is_some());
                     done.push(Done::Item(answer, item));
                 }
                 Cmd::Discard { key } => {
-                    if let Some((_, item)) = t.index.cancel(key) {
+                    if let Some((_, item)) = cancel(shared, t, key, &mut now) {
                         released += 1;
                         discarded.push(item);
                     }
                 }
                 Cmd::Reschedule { key, deadline, answer } => {
-                    let moved = t.index.reschedule(key, deadline);
+                    let moved = t.index.reschedule(key, deadline)
+                        || cancel(shared, t, key, &mut now)
+                            .map(|(_, item)| t.index.insert(key, deadline, item))
+                            .is_some();
                     if moved {
                         earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
                     }
                     done.push(Done::Flag(answer, moved));
                 }
                 Cmd::Peek { answer } => {
-                    // SAFETY: we hold the timers lock, under which the dequeue
-                    // proxy does all its pushes.
-                    let staged = unsafe { shared.egress.earliest_deadline() };
+                    let staged = shared.egress.earliest_deadline();
                     let min = match (t.index.peek(), staged) {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
@@ -132,6 +137,7 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                 Cmd::Sync { answer } => done.push(Done::Unit(answer)),
                 Cmd::TakePending { answer } => {
                     let mut all = shared.egress.take_all();
+                    t.staged.clear();
                     made_room |= !all.is_empty();
                     all.extend(t.index.take_all());
                     // The ring is in delivery order: an item that arrived already
@@ -167,6 +173,20 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
     drop_contained(discarded);
 }
 
+/// Takes a pending item out: from the index, or, if the dequeue proxy staged it
+/// and it is not due yet, back from the egress. `(deadline, item)`.
+fn cancel<T>(shared: &Shared<T>, t: &mut Timers<T>, key: u64, now: &mut Option<u64>) -> Option<(u64, T)> {
+    if let Some(found) = t.index.cancel(key) {
+        return Some(found);
+    }
+    if shared.stage_ahead == 0 {
+        return None;
+    }
+    let now = *now.get_or_insert_with(|| shared.now_ticks());
+    // SAFETY: the caller holds the timers lock (`t` is behind it).
+    unsafe { t.staged.recall_key(&shared.egress, key, now) }
+}
+
 /// The last receiver is gone: answer what is queued, drop every pending item.
 fn wind_down<T>(shared: &Shared<T>) {
     let mut rest = Vec::new();
@@ -199,6 +219,7 @@ fn wind_down<T>(shared: &Shared<T>) {
         }
         dropped.extend(t.index.take_all().into_iter().map(|(_, _, item)| item));
         dropped.extend(shared.egress.take_all().into_iter().map(|(_, _, item)| item));
+        t.staged.clear();
     }
     shared.release(released + dropped.len());
     for d in done {

@@ -30,8 +30,9 @@
 //!                                                       index (2 threads only)
 //!                                                         │
 //! consumers ◀──recv── [egress ring] ◀── dequeue proxy ◀──┘
-//!                     (lock-free,        (moves every due item per round,
-//!                      bounded)           sleeps until the next deadline)
+//!                     (lock-free,        (moves every item due within
+//!                      bounded)           100 µs per round, sleeps until
+//!                                         100 µs before the next deadline)
 //! ```
 //!
 //! - Producers reserve a unit of `len` (blocking only on a full bounded queue),
@@ -45,10 +46,18 @@
 //!   O(1), each item cascades at most once per level; cancel and reschedule are
 //!   O(1) (stale nodes become tombstones, swept in bulk). A 4-ary heap is the
 //!   alternative backend (O(log n) insert).
-//! - The dequeue proxy moves every due item into a second bounded ring in
-//!   deadline order, wakes consumers, and parks until the next deadline.
-//! - No thread polls or ticks: idle proxies are parked, and the dequeue proxy's
-//!   only timer is the earliest deadline. The wakeup protocol (an earlier head must
+//! - The dequeue proxy moves every item due within
+//!   [`stage_ahead`](Builder::stage_ahead) (100 µs) into a second bounded ring
+//!   in deadline order, wakes consumers, and parks until that long before the
+//!   next deadline. Consumers take only what is due; the one that finds the
+//!   oldest entry not due yet parks until its deadline (the others wait for
+//!   it), so an item leaves on that consumer's own timer. A staged item stays
+//!   cancellable and reschedulable until its deadline (a per-entry state that
+//!   the canceller and a consumer settle with one CAS), and an earlier item
+//!   goes in front of staged ones.
+//! - No thread polls or ticks: idle proxies are parked, and the only timers are
+//!   the dequeue proxy's (`stage_ahead` before the earliest deadline) and the
+//!   leading consumer's. The wakeup protocol (an earlier head must
 //!   wake a sleeping dequeue proxy) is in `wakeup.rs`, with its invariant; loom
 //!   checks it (`loom-tests/`).
 //! - Admission: while the queue is behind (commands queue in the ingress ring, or
@@ -61,10 +70,10 @@
 //!   `closed`, does an RMW on `len` (a CAS loop when bounded), a SeqCst fence,
 //!   a second read of `closed`, a relaxed RMW for its key, a CAS on the ingress
 //!   tail, a stamp store and the enqueue bell's fence and load; a receive does
-//!   a CAS on the egress head (one per batch for `recv_many`), an RMW on `len`,
-//!   a fence and a few loads (wake-ups only when someone waits). The price of
-//!   the design is the latency of two hand-offs (producer → proxy → proxy →
-//!   consumer) and two threads per queue. Those two threads compete for the
+//!   a CAS on the egress head (and, for a staged entry, a clock reading and a CAS
+//!   on the entry), an RMW on `len`, a fence and a few loads (wake-ups only when
+//!   someone waits). The price of the design is the two hand-offs (producer →
+//!   proxy → proxy → consumer) and two threads per queue. Those two threads compete for the
 //!   CPU like any other: with many more busy client threads than cores, the
 //!   kernel's fair share leaves them behind, and
 //!   [`Builder::proxy_nice`] (which needs `CAP_SYS_NICE` for a value below the
@@ -137,6 +146,7 @@ mod expired;
 mod index;
 mod ingress;
 mod key;
+mod lead;
 mod oneshot;
 mod receiver;
 #[cfg(feature = "async")]
@@ -147,6 +157,7 @@ mod rounds;
 mod send_future;
 mod sender;
 mod shared;
+mod staging;
 mod sync;
 #[cfg(feature = "timer")]
 pub mod timer;

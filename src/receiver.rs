@@ -3,14 +3,15 @@
 
 use crate::chan::Chan;
 use crate::cmd::Cmd;
-use crate::egress::Due;
+use crate::egress::{Due, Look};
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::expired::Expired;
 use crate::key::Key;
 use crate::oneshot;
 use crate::shared::Shared;
 use crate::sync::{fence, Ordering};
-use crate::waiters::block_on;
+use crate::waiters::block_on_until;
+use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,18 +19,41 @@ use std::time::{Duration, Instant};
 /// A due item as it leaves the egress ring: `(deadline ticks, key, item)`.
 pub(crate) type Raw<T> = Due<T>;
 
-/// Takes one due item, if the egress ring has one.
-fn try_take<T>(s: &Shared<T>) -> Option<Raw<T>> {
-    let entry = s.egress.take()?;
-    taken(s, 1);
-    Some(entry)
+/// One look at the egress ring: takes the oldest entry if it is due.
+pub(crate) fn look<T>(s: &Shared<T>) -> Look<T> {
+    let took = s.egress.take(|| s.now_ticks());
+    match took.look {
+        Look::Item(entry) => {
+            taken(s, 1);
+            Look::Item(entry)
+        }
+        other => {
+            if took.skipped > 0 {
+                made_room(s);
+            }
+            other
+        }
+    }
 }
 
-/// Takes due items into `buf` until `limit` or the ring is empty.
+/// Takes due items into `buf` until `limit`, or until the oldest entry is not
+/// due or the ring is empty.
 pub(crate) fn take_many<T>(s: &Shared<T>, buf: &mut Vec<Raw<T>>, limit: usize) -> usize {
-    let n = s.egress.take_many(buf, limit);
+    let mut clock = None::<u64>;
+    let (mut n, mut skipped) = (0, 0);
+    while n < limit {
+        let took = s.egress.take(|| *clock.get_or_insert_with(|| s.now_ticks()));
+        skipped += took.skipped;
+        match took.look {
+            Look::Item(entry) => buf.push(entry),
+            Look::NotYet(_) | Look::Empty => break,
+        }
+        n += 1;
+    }
     if n > 0 {
         taken(s, n);
+    } else if skipped > 0 {
+        made_room(s);
     }
     n
 }
@@ -49,7 +73,8 @@ fn taken<T>(s: &Shared<T>, n: usize) {
     }
     // Chain wake-up: the dequeue proxy wakes at most two consumers per round (a
     // wake is a syscall on its thread); a consumer that leaves items behind wakes
-    // one more, so wake-ups spread over the consumers' threads.
+    // one more, so wake-ups spread over the consumers' threads. (If what is left
+    // is not due yet, the one woken leads for it: `lead.rs`.)
     if s.signals.consumers.has_waiters() && !s.egress.is_empty() {
         s.signals.consumers.notify_after_fence(1);
     }
@@ -58,11 +83,23 @@ fn taken<T>(s: &Shared<T>, n: usize) {
     }
 }
 
+/// A take passed over recalled entries, freeing their slots: the dequeue proxy
+/// may be waiting for that room.
+fn made_room<T>(s: &Shared<T>) {
+    // SeqCst: the waker's half of the bell's store-buffering pair.
+    fence(Ordering::SeqCst);
+    if s.signals.dequeue.is_sleeping() && s.egress.has_room_for_batch() {
+        s.signals.dequeue.ring_after_fence();
+    }
+}
+
 /// The receiving half of a delay queue. `Clone + Send + Sync`.
 ///
-/// Receiving never touches the timer index: due items wait in a lock-free egress ring,
-/// filled in deadline order by the dequeue proxy; a receiver with nothing due
-/// parks until the proxy hands it an item.
+/// Receiving never touches the timer index: items wait in a lock-free egress ring,
+/// filled in deadline order by the dequeue proxy up to 100 µs before they are due
+/// ([`Builder::stage_ahead`](crate::Builder::stage_ahead)); a receiver takes only
+/// what is due, and one with nothing due parks — until the proxy hands it an
+/// item, or, if the oldest item there is not due yet, until that item's deadline.
 ///
 /// When the last `Receiver` is dropped, sends fail with the item handed back,
 /// pending items are dropped, and the proxy threads exit.
@@ -82,15 +119,46 @@ impl<T> Receiver<T> {
     /// One attempt: a due item, "exhausted", or nothing yet.
     pub(crate) fn attempt(&self) -> Option<Result<Raw<T>, RecvError>> {
         let s = &self.chan.shared;
-        if let Some(entry) = try_take(s) {
-            return Some(Ok(entry));
+        match look(s) {
+            Look::Item(entry) => Some(Ok(entry)),
+            Look::NotYet(_) | Look::Empty => s.counter.is_exhausted().then_some(Err(RecvError)),
         }
-        s.counter.is_exhausted().then_some(Err(RecvError))
+    }
+
+    /// Blocks until an item is due (or the queue is exhausted), or until
+    /// `deadline`: `None`. A consumer that finds the oldest entry not due yet
+    /// leads for it (`lead.rs`) and parks until its deadline, or parks untimed
+    /// if another consumer leads for one no later.
+    fn wait(&self, deadline: Option<Instant>) -> Option<Result<Raw<T>, RecvError>> {
+        let s = &self.chan.shared;
+        let led = Cell::new(None::<u64>);
+        let got = block_on_until(&s.signals.consumers, &s.clock, deadline, || {
+            if let Some(at) = led.take() {
+                // Give the lead up before the take, whose chain wake-up then
+                // reaches the next consumer (`lead.rs`).
+                s.lead.give_up(at);
+            }
+            match look(s) {
+                Look::Item(entry) => Ok(Ok(entry)),
+                Look::NotYet(at) if s.lead.take(at) => {
+                    led.set(Some(at));
+                    Err(Some(s.ticks.instant(at)))
+                }
+                Look::NotYet(_) | Look::Empty if s.counter.is_exhausted() => Ok(Err(RecvError)),
+                Look::NotYet(_) | Look::Empty => Err(None),
+            }
+        });
+        if let Some(at) = led.get() {
+            // Leaving without the item (a timeout): someone else must lead.
+            if s.lead.give_up(at) {
+                s.signals.consumers.notify(1);
+            }
+        }
+        got
     }
 
     fn recv_raw(&self) -> Result<Raw<T>, RecvError> {
-        let s = &self.chan.shared;
-        block_on(&s.signals.consumers, &s.clock, None, || self.attempt()).unwrap_or(Err(RecvError))
+        self.wait(None).unwrap_or(Err(RecvError))
     }
 
     fn try_recv_raw(&self) -> Result<Raw<T>, TryRecvError> {
@@ -102,8 +170,7 @@ impl<T> Receiver<T> {
     }
 
     fn recv_raw_deadline(&self, deadline: Instant) -> Result<Raw<T>, RecvTimeoutError> {
-        let s = &self.chan.shared;
-        match block_on(&s.signals.consumers, &s.clock, Some(deadline), || self.attempt()) {
+        match self.wait(Some(deadline)) {
             Some(Ok(t)) => Ok(t),
             Some(Err(_)) => Err(RecvTimeoutError::Disconnected),
             None => Err(RecvTimeoutError::Timeout),

@@ -1,8 +1,8 @@
 //! A bounded lock-free ring: Dmitry Vyukov's bounded MPMC queue, with a close bit.
 //!
-//! Used twice: as the ingress ring (many producers push commands, the enqueue proxy
-//! pops) and as the egress ring (the dequeue proxy pushes due items, many consumers
-//! pop).
+//! The ingress ring: many producers push commands, the enqueue proxy pops
+//! (`pop_exclusive`). (The egress, whose entries can be recalled, has its own
+//! ring in `egress.rs`.)
 //!
 //! Invariant: every slot carries a `stamp`. For position `pos` (which maps to slot
 //! `pos & mask`), `stamp == pos` means "empty, ready for the push of `pos`" and
@@ -138,60 +138,6 @@ impl<T> Ring<T> {
         }
     }
 
-    /// Pops up to `max` values with one CAS, oldest first, appending them to
-    /// `out`. Returns how many it popped (0 if the ring was empty).
-    ///
-    /// Between the claiming CAS and the last slot's release nothing can unwind:
-    /// `out` has room reserved before the claim, so its pushes neither reallocate
-    /// nor call user code. (A panic there would leave claimed slots unreleased,
-    /// and every later push would wait for them forever.)
-    pub(crate) fn pop_many(&self, max: usize, out: &mut Vec<T>) -> usize {
-        let max = max.min(self.mask + 1);
-        out.reserve(max);
-        let mut head = self.head.load(Ordering::Relaxed);
-        loop {
-            // Count the published values from `head` on.
-            let mut k = 0;
-            while k < max {
-                let pos = head + k;
-                // Acquire: pairs with the Release stamp store of the push of `pos`.
-                if self.slots[pos & self.mask].stamp.load(Ordering::Acquire) != pos + 1 {
-                    break;
-                }
-                k += 1;
-            }
-            if k == 0 {
-                // Acquire: as above.
-                if self.slots[head & self.mask].stamp.load(Ordering::Acquire) == head {
-                    return 0;
-                }
-                // Another consumer took `head`: start again from the new head.
-                spin();
-                head = self.head.load(Ordering::Relaxed);
-                continue;
-            }
-            // SeqCst: see `push`.
-            match self.head.compare_exchange_weak(head, head + k, Ordering::SeqCst, Ordering::Relaxed) {
-                Ok(_) => {
-                    debug_assert!(out.capacity() - out.len() >= k, "room reserved for the batch");
-                    for pos in head..head + k {
-                        let slot = &self.slots[pos & self.mask];
-                        // SAFETY: the CAS gave us positions `head..head + k`, whose
-                        // stamps said their pushes completed; each value is moved out
-                        // exactly once, by us.
-                        let value = slot.value.with(|p| unsafe { (*p).assume_init_read() });
-                        // Release: hands the emptied slot to the push one lap on.
-                        slot.stamp.store(pos + self.mask + 1, Ordering::Release);
-                        // Within the reserved capacity: no reallocation, no unwind.
-                        out.push(value);
-                    }
-                    return k;
-                }
-                Err(h) => head = h,
-            }
-        }
-    }
-
     /// `pop` for a ring with one consumer: the position is ours without a CAS.
     ///
     /// # Safety
@@ -217,67 +163,6 @@ impl<T> Ring<T> {
         Some(value)
     }
 
-    /// `push` for a ring with one producer that never closes it: the position is
-    /// ours without a CAS. Fails only when full.
-    ///
-    /// # Safety
-    /// The caller must be the ring's only pusher for as long as the ring lives,
-    /// and must never call `close` (the dequeue proxy for the egress ring).
-    pub(crate) unsafe fn push_exclusive(&self, value: T) -> Result<(), T> {
-        // Relaxed: only we write `tail`.
-        let tail = self.tail.load(Ordering::Relaxed);
-        debug_assert_eq!(tail & CLOSED, 0, "an exclusive ring was closed");
-        let slot = &self.slots[tail & self.mask];
-        let mut backoff = Backoff::new();
-        loop {
-            // Acquire: pairs with the Release stamp store of the pop that freed it.
-            let stamp = slot.stamp.load(Ordering::Acquire);
-            if stamp == tail {
-                break;
-            }
-            // The slot holds the value of one lap ago: full, unless a pop has
-            // claimed it and is mid-read (then it is free in a moment).
-            // SeqCst: as in `push`.
-            if self.head.load(Ordering::SeqCst).wrapping_add(self.mask + 1) == tail {
-                return Err(value);
-            }
-            backoff.snooze();
-        }
-        // SAFETY: the stamp says the slot is empty for position `tail`, and no
-        // other thread pushes (the caller's duty), so the slot is ours to write.
-        slot.value.with_mut(|p| unsafe { (*p).write(value) });
-        // Release: publishes the value to the pop of this position.
-        slot.stamp.store(tail + 1, Ordering::Release);
-        // SeqCst: as the CAS in `push` (consumers' room checks read `tail`).
-        self.tail.store(tail + 1, Ordering::SeqCst);
-        Ok(())
-    }
-
-    /// Calls `f` with a pointer to every value waiting in the ring, oldest first,
-    /// without taking them (a value popped meanwhile may or may not be seen).
-    ///
-    /// # Safety
-    /// No push may run concurrently (the caller excludes the ring's producers).
-    /// `f` may only copy `Copy` fields out through the pointer (with
-    /// `ptr::addr_of!`), never make a reference to the value: a concurrent pop may
-    /// be moving it out (a read, as ours is; nobody writes the slot until the
-    /// next push), and a reference would assert that no one else uses it.
-    pub(crate) unsafe fn scan(&self, mut f: impl FnMut(*const T)) {
-        // Acquire: orders the stamp reads after the positions that name the slots.
-        let head = self.head.load(Ordering::Acquire);
-        let tail = self.tail.load(Ordering::Acquire) & !CLOSED;
-        for pos in head..tail {
-            let slot = &self.slots[pos & self.mask];
-            // Acquire: pairs with the Release stamp store of the push of `pos`.
-            if slot.stamp.load(Ordering::Acquire) == pos + 1 {
-                // The stamp says the push of `pos` completed, and no push runs
-                // (caller's duty), so the bytes stay those of an initialised value
-                // even if a pop takes it now. `MaybeUninit<T>` has `T`'s layout.
-                slot.value.with(|p| f(p.cast::<T>()));
-            }
-        }
-    }
-
     /// Closes the ring to pushes. Returns `false` if it was already closed.
     pub(crate) fn close(&self) -> bool {
         // SeqCst: a push that sees the bit fails; one that claimed before it is
@@ -296,16 +181,6 @@ impl<T> Ring<T> {
         let tail = self.tail.load(Ordering::SeqCst) & !CLOSED;
         let head = self.head.load(Ordering::SeqCst);
         tail.saturating_sub(head)
-    }
-
-    /// How many values were popped so far (wrapping): the head position.
-    pub(crate) fn popped(&self) -> usize {
-        // Relaxed: a progress hint for the dequeue proxy's admission rule.
-        self.head.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn is_full(&self) -> bool {
-        self.len() >= self.capacity()
     }
 }
 
@@ -327,26 +202,20 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn pop_many_takes_a_prefix_in_order() {
+    fn pops_in_order_and_a_full_ring_refuses() {
         let r = Ring::new(8);
-        for i in 0..6 {
-            r.push(i).unwrap();
-        }
-        let mut got = vec![];
-        assert_eq!(r.pop_many(4, &mut got), 4);
-        assert_eq!(r.pop_many(100, &mut got), 2);
-        assert_eq!(r.pop_many(100, &mut got), 0);
-        assert_eq!(got, vec![0, 1, 2, 3, 4, 5]);
-        for i in 6..14 {
+        for i in 0..8 {
             r.push(i).unwrap();
         }
         assert!(matches!(r.push(99), Err(PushError::Full(99))));
-        assert_eq!(r.pop_many(100, &mut got), 8);
-        assert_eq!(got, (0..14).collect::<Vec<_>>());
+        let got: Vec<_> = std::iter::from_fn(|| r.pop()).collect();
+        assert_eq!(got, (0..8).collect::<Vec<_>>());
+        assert!(r.close());
+        assert!(matches!(r.push(1), Err(PushError::Closed(1))));
     }
 
     #[test]
-    fn concurrent_pushes_and_batch_pops_lose_and_duplicate_nothing() {
+    fn concurrent_pushes_and_pops_lose_and_duplicate_nothing() {
         use std::sync::atomic::AtomicUsize;
         const PER: usize = 20_000;
         let r = Arc::new(Ring::new(64));
@@ -366,19 +235,15 @@ mod tests {
             })
             .collect();
         let consumers: Vec<_> = (0..2)
-            .map(|c| {
+            .map(|_| {
                 let (r, taken) = (r.clone(), taken.clone());
                 std::thread::spawn(move || {
                     let mut got = vec![];
                     while taken.load(std::sync::atomic::Ordering::SeqCst) < 2 * PER {
-                        let n = if c == 0 {
-                            r.pop_many(7, &mut got)
-                        } else {
-                            r.pop().map_or(0, |v| {
-                                got.push(v);
-                                1
-                            })
-                        };
+                        let n = r.pop().map_or(0, |v| {
+                            got.push(v);
+                            1
+                        });
                         taken.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
                         if n == 0 {
                             std::thread::yield_now();

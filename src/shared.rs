@@ -3,10 +3,11 @@
 //! a command to the enqueue proxy.
 //!
 //! Who owns what: producers push into the `ingress`; the enqueue proxy pops it
-//! and writes the index; the dequeue proxy moves due items from the index into
-//! the `egress`; consumers take from the `egress`. The index and the dequeue
-//! proxy's sleep plan live under the one `timers` lock, which only the two proxies
-//! take. The send path is in `sender.rs`, the take path in `receiver.rs`, the
+//! and writes the index; the dequeue proxy moves items due within `stage_ahead`
+//! from the index into the `egress`; consumers take what is due from the
+//! `egress`, one of them leading (`lead`) while the oldest is not due yet. The
+//! index, the dequeue proxy's sleep plan and the list of staged entries live
+//! under the one `timers` lock, which only the two proxies take. The send path is in `sender.rs`, the take path in `receiver.rs`, the
 //! counters in `counter.rs`, the mock-clock round handshake in `dequeue.rs` (its
 //! counter in `rounds.rs`), the admission gate in `admission.rs`.
 
@@ -17,17 +18,21 @@ use crate::counter::Counter;
 use crate::egress::Egress;
 use crate::index::{Index, Kind};
 use crate::ingress::Ingress;
+use crate::lead::Lead;
 use crate::rounds::Rounds;
+use crate::staging::Staged;
 use crate::sync::{AtomicU64, IdCounter, Mutex, Ordering, Unparker};
 use crate::waiters::Waiters;
 use crate::wakeup::{Bell, Sleep};
 use crossbeam_utils::CachePadded;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-/// What the timers lock protects: the index and the dequeue proxy's sleep plan.
+/// What the timers lock protects: the index, the dequeue proxy's sleep plan,
+/// and the list of entries staged ahead of their deadline.
 pub(crate) struct Timers<T> {
     pub(crate) index: Index<T>,
     pub(crate) sleep: Sleep,
+    pub(crate) staged: Staged,
 }
 
 /// Everything that wakes somebody.
@@ -53,7 +58,13 @@ pub(crate) struct Layout {
     pub(crate) ingress_slots: usize,
     pub(crate) egress_slots: usize,
     pub(crate) index: Kind,
+    /// `Builder::stage_ahead`, if set.
+    pub(crate) stage_ahead: Option<Duration>,
 }
+
+/// How far ahead of their deadline the dequeue proxy stages items on a system
+/// clock, unless the builder says otherwise (`Builder::stage_ahead`).
+pub(crate) const STAGE_AHEAD: Duration = Duration::from_micros(100);
 
 pub(crate) struct Shared<T> {
     /// This queue's id, carried in every `Key`.
@@ -68,6 +79,10 @@ pub(crate) struct Shared<T> {
     pub(crate) ticks: Ticks,
     /// The dequeue proxy's rounds, as a mock clock's steps wait for them.
     pub(crate) rounds: Rounds,
+    /// Ticks ahead of its deadline at which an item is staged (0: only when due).
+    pub(crate) stage_ahead: u64,
+    /// The consumer that waits for the oldest staged entry (`lead.rs`).
+    pub(crate) lead: Lead,
 }
 
 impl<T> Shared<T> {
@@ -76,13 +91,19 @@ impl<T> Shared<T> {
     pub(crate) fn new(layout: &Layout, clock: Clock, enqueue: Unparker, dequeue: Unparker) -> Self {
         let ticks = Ticks::new(clock.now());
         let now = ticks.now(clock.now());
+        let default_stage = if clock.is_mock() { Duration::ZERO } else { STAGE_AHEAD };
+        let stage_ahead = Ticks::after(0, layout.stage_ahead.unwrap_or(default_stage));
         Shared {
             id: next_queue_id(),
             counter: Counter::new(layout.capacity),
             next_key: CachePadded::new(AtomicU64::new(1)),
             ingress: Ingress::new(layout.ingress_slots),
             egress: Egress::new(layout.egress_slots),
-            timers: Mutex::new(Timers { index: Index::new(layout.index, now), sleep: Sleep::Awake }),
+            timers: Mutex::new(Timers {
+                index: Index::new(layout.index, now),
+                sleep: Sleep::Awake,
+                staged: Staged::default(),
+            }),
             signals: Signals {
                 consumers: Waiters::default(),
                 producers: Waiters::default(),
@@ -93,6 +114,8 @@ impl<T> Shared<T> {
             clock,
             ticks,
             rounds: Rounds::new(now),
+            stage_ahead,
+            lead: Lead::default(),
         }
     }
 

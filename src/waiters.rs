@@ -197,32 +197,53 @@ pub(crate) fn block_on<R>(
     deadline: Option<Instant>,
     mut attempt: impl FnMut() -> Option<R>,
 ) -> Option<R> {
-    if let Some(r) = attempt() {
+    block_on_until(waiters, clock, deadline, || attempt().ok_or(None))
+}
+
+/// As [`block_on`], for an `attempt` that fails with a time to try again at
+/// (`Err(Some(t))`, a consumer leading for a staged entry): the thread then
+/// parks until `t` at the latest, still registered, so a notification wakes it
+/// sooner. `Err(None)` parks until notified (or `deadline`).
+pub(crate) fn block_on_until<R>(
+    waiters: &Waiters,
+    clock: &Clock,
+    deadline: Option<Instant>,
+    mut attempt: impl FnMut() -> Result<R, Option<Instant>>,
+) -> Option<R> {
+    if let Ok(r) = attempt() {
         return Some(r);
     }
     let parker = Parker::new();
     let waker = ThreadWaker::waker(&parker);
+    let expired = |clock: &Clock| deadline.is_some_and(|d| clock.now() >= d);
     loop {
-        let expired = |clock: &Clock| deadline.is_some_and(|d| clock.now() >= d);
         let ticket = waiters.register(&waker);
-        if let Some(r) = attempt() {
-            if !waiters.unregister(ticket) {
-                // A notifier took our entry meanwhile, for something other than
-                // what the re-check found: pass the notification on (found by
-                // loom: `block_on_never_loses_a_notification`).
-                waiters.notify(1);
+        // The last attempt's answer decides how long to park.
+        let again = match attempt() {
+            Ok(r) => {
+                if !waiters.unregister(ticket) {
+                    // A notifier took our entry meanwhile, for something other
+                    // than what the re-check found: pass the notification on
+                    // (found by loom: `block_on_never_loses_a_notification`).
+                    waiters.notify(1);
+                }
+                return Some(r);
             }
-            return Some(r);
-        }
+            Err(t) => t,
+        };
         if expired(clock) {
             if !waiters.unregister(ticket) {
                 waiters.notify(1);
             }
             return None;
         }
-        clock.park(&parker, deadline);
+        let until = match (deadline, again) {
+            (Some(d), Some(t)) => Some(d.min(t)),
+            (d, t) => d.or(t),
+        };
+        clock.park(&parker, until);
         let notified = !waiters.unregister(ticket);
-        if let Some(r) = attempt() {
+        if let Ok(r) = attempt() {
             return Some(r);
         }
         if expired(clock) {

@@ -38,6 +38,10 @@ struct Input {
     keep_receiver: bool,
     /// 2 + `threads % 3` threads.
     threads: u8,
+    /// Stage items 5 ms ahead of their deadline (`Builder::stage_ahead`; a mock
+    /// clock's default is no staging): receives, cancels and reschedules then
+    /// race items in the consumers' ring that are not due yet.
+    stage: bool,
     ops: Vec<Vec<TOp>>,
 }
 
@@ -245,6 +249,9 @@ fuzz_target!(|input: Input| {
     let mut b = Builder::new().clock(clock.clone()).timer_index(if input.heap { "heap" } else { "wheel" });
     if let Some(c) = capacity {
         b = b.capacity(c);
+    }
+    if input.stage {
+        b = b.stage_ahead(ms(5));
     }
     let (tx, rx) = b.build::<Item>().expect("build");
     let tracker = Tracker::new();

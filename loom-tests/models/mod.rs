@@ -1,6 +1,6 @@
 //! The loom models of delayq's internals: compiled into the crate's own unit
 //! tests under `--cfg delayq_loom` (`src/lib.rs` includes this directory), so
-//! they drive the crate's real `pub(crate)` code — the rings, the ingress, the
+//! they drive the crate's real `pub(crate)` code — the rings, the egress's entry states, the ingress, the
 //! waiter lists, the proxies' bell and sleep plan — and no copy of it. The
 //! whole-queue models, which need only the public API, are in `../tests/`.
 //!
@@ -13,6 +13,7 @@
 #![allow(unreachable_pub)]
 
 mod blocking;
+mod egress;
 mod harness;
 mod ingress;
 mod ring;

@@ -1,7 +1,8 @@
 //! Model 2a: the Vyukov bounded ring with a close bit (`src/ring.rs`), alone.
 //!
 //! Shapes: several producers → one consumer (the ingress ring) and one producer
-//! → several consumers (the egress ring). Checked: no value lost, duplicated or
+//! → several consumers (the egress's shape before it got its own ring in
+//! `egress.rs`; it still checks the ring's `pop`). Checked: no value lost, duplicated or
 //! torn (each value is two words that must agree; loom also flags any
 //! unsynchronised access to a slot's `UnsafeCell`), per-producer FIFO, a `Full`
 //! verdict never older than a pop that happened before the push, and `close`
