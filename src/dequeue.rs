@@ -82,8 +82,9 @@ struct Round {
     due: usize,
     /// Entries pushed into the egress ahead of their deadline.
     staged: usize,
-    /// A staged entry fell due since the last round, still waiting.
-    fell_due: bool,
+    /// The earliest deadline of the staged entries that fell due since the
+    /// last round, still waiting.
+    fell_due: Option<u64>,
     plan: Sleep,
     /// The egress was full when the round ended.
     full: bool,
@@ -105,6 +106,9 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
     let mut t = lock(&shared.timers);
     let t = &mut *t;
     let fell_due = t.staged.prune(&shared.egress, now);
+    // Recalled entries at the head would keep their slots until a consumer
+    // passes them: pass them here, so that they never hold up a push.
+    shared.egress.pass_recalled();
     let (mut due, mut staged) = (0, 0);
     let mut due_left = false;
     loop {
@@ -116,7 +120,7 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
         let (at, key) = (entry.0, entry.1);
         if shared.stage_ahead != 0 {
             // SAFETY: we hold the timers lock.
-            unsafe { t.staged.recall_later(&shared.egress, at, &mut t.index) };
+            unsafe { t.staged.recall_later(&shared.egress, (at, key), now, &mut t.index) };
         }
         // SAFETY: we are the dequeue proxy, the egress's only pusher, and hold
         // the timers lock.
@@ -145,14 +149,14 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
 
 /// Wakes consumers after a round: for due entries, two (each consumer that
 /// leaves items wakes the next, `receiver::taken`, so the syscalls spread over
-/// the consumers); for a staged entry that fell due with nobody leading (the
-/// proxy woke for it), one; for a new oldest staged entry, one, to lead, unless
-/// a consumer already leads for an earlier one.
+/// the consumers); for a staged entry that fell due with nobody leading for it
+/// (the proxy woke for it), one; for a new oldest staged entry, one, to lead,
+/// unless a consumer already leads for one no later.
 fn wake_consumers<T>(shared: &Shared<T>, r: &Round) {
     let unled = |at: u64| r.lead.map_or(true, |l| l > at);
     let n = if r.due > 0 {
         r.due.min(2)
-    } else if (r.fell_due && r.lead.is_none()) || (r.staged > 0 && r.first_staged.is_some_and(unled)) {
+    } else if r.fell_due.is_some_and(unled) || (r.staged > 0 && r.first_staged.is_some_and(unled)) {
         1
     } else {
         0

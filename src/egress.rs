@@ -182,9 +182,11 @@ impl<T> Egress<T> {
             }
             spin();
         }
-        // Relaxed (all three): published by the Release stamp store below.
-        slot.state.store(if staged { STAGED } else { DUE }, Ordering::Relaxed);
-        slot.at.store(at, Ordering::Relaxed);
+        // Release (state, deadline): a consumer that reads either before the
+        // stamp says this push is complete must also see the stamp that freed
+        // the slot (see `take`'s re-check); the key is published by the stamp.
+        slot.state.store(if staged { STAGED } else { DUE }, Ordering::Release);
+        slot.at.store(at, Ordering::Release);
         slot.key.store(key, Ordering::Relaxed);
         // SAFETY: the stamp says the slot is empty for position `tail`, and no
         // other thread pushes (the caller's duty), so the slot is ours to write.
@@ -208,13 +210,25 @@ impl<T> Egress<T> {
             // Acquire: pairs with the Release stamp store of the push of `head`.
             let stamp = slot.stamp.load(Ordering::Acquire);
             if stamp == head + 1 {
-                // Acquire: a recaller's RECALLED is read with what it saw.
+                // Acquire: a recaller's RECALLED is read with what it saw, and a
+                // later lap's push with the stamp that freed the slot for it.
                 let state = slot.state.load(Ordering::Acquire);
                 if state == STAGED {
-                    // Relaxed: published with the stamp, and unchanged until the
-                    // slot's next push.
-                    let at = slot.at.load(Ordering::Relaxed);
+                    // Acquire: as for the state.
+                    let at = slot.at.load(Ordering::Acquire);
                     if at > *clock.get_or_insert_with(&mut now) {
+                        // Unlike a claim, this answer has no CAS to validate it:
+                        // meanwhile the slot may have been passed and pushed
+                        // again, and the state and deadline read may be the next
+                        // lap's (loom found a due item reported as `NotYet`).
+                        // Trust them only if the stamp still names `head`.
+                        // Acquire: a stamp like the rest; the two Acquire loads
+                        // above keep this one after them.
+                        if slot.stamp.load(Ordering::Acquire) != stamp {
+                            spin();
+                            head = self.head.load(Ordering::Relaxed);
+                            continue;
+                        }
                         return Took { look: Look::NotYet(at), skipped };
                     }
                 }
@@ -294,6 +308,33 @@ impl<T> Egress<T> {
         // hold the timers lock (the caller's duty), so the slot is not rewritten.
         let item = slot.item.with(|p| unsafe { (*p).assume_init_read() });
         Some((at, key, item))
+    }
+
+    /// Moves the head past recalled entries at the front of the ring (the
+    /// dequeue proxy, before it checks for room). No item is read: whoever
+    /// wins the CAS on the head for a recalled entry only frees its slot, as a
+    /// consumer passing over it would.
+    pub(crate) fn pass_recalled(&self) {
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            let slot = &self.slots[head & self.mask];
+            // Acquire: pairs with the Release stamp store of the push of `head`;
+            // the state as the recaller left it.
+            if slot.stamp.load(Ordering::Acquire) != head + 1
+                || slot.state.load(Ordering::Acquire) != RECALLED
+            {
+                return;
+            }
+            // SeqCst: as the claim in `take`.
+            match self.head.compare_exchange(head, head + 1, Ordering::SeqCst, Ordering::Relaxed) {
+                Ok(_) => {
+                    // Release: hands the emptied slot to the push one lap on.
+                    slot.stamp.store(head + self.mask + 1, Ordering::Release);
+                    head += 1;
+                }
+                Err(h) => head = h,
+            }
+        }
     }
 
     /// The earliest deadline waiting here. (Entries are in deadline order except
@@ -388,6 +429,7 @@ mod tests {
         let t = e.take(|| 30);
         assert_eq!(t.skipped, 1);
         assert_eq!(item(t), Some(2));
+        assert_eq!(e.len(), 0);
         // Both slots are free again.
         push(&e, 40, 3);
         push(&e, 50, 4);
@@ -402,6 +444,25 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(unsafe { e.recall(a) }, None);
         assert_eq!(item(e.take(|| unreachable!("read the clock for a due entry"))), Some(1));
+    }
+
+    #[test]
+    fn the_proxy_passes_recalled_entries_at_the_head_only() {
+        let e = Egress::new(4);
+        let a = push(&e, 10, 1);
+        let b = push(&e, 20, 2);
+        let c = push(&e, 30, 3);
+        // SAFETY: no push runs concurrently (single-threaded test).
+        unsafe {
+            assert!(e.recall(a).is_some());
+            assert!(e.recall(c).is_some());
+        }
+        e.pass_recalled();
+        assert_eq!(e.len(), 2, "passes the recalled head, stops at a staged entry");
+        assert_eq!(item(e.take(|| 20)), Some(2));
+        e.pass_recalled();
+        assert_eq!(e.len(), 0);
+        let _ = b;
     }
 
     #[test]

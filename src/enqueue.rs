@@ -106,19 +106,19 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                     earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
                 }
                 Cmd::Cancel { key, answer } => {
-                    let item = cancel(shared, t, key, &mut now).map(|(_, item)| item);
+                    let item = cancel(shared, t, key, &mut now, &mut made_room).map(|(_, item)| item);
                     released += usize::from(item.is_some());
                     done.push(Done::Item(answer, item));
                 }
                 Cmd::Discard { key } => {
-                    if let Some((_, item)) = cancel(shared, t, key, &mut now) {
+                    if let Some((_, item)) = cancel(shared, t, key, &mut now, &mut made_room) {
                         released += 1;
                         discarded.push(item);
                     }
                 }
                 Cmd::Reschedule { key, deadline, answer } => {
                     let moved = t.index.reschedule(key, deadline)
-                        || cancel(shared, t, key, &mut now)
+                        || cancel(shared, t, key, &mut now, &mut made_room)
                             .map(|(_, item)| t.index.insert(key, deadline, item))
                             .is_some();
                     if moved {
@@ -138,7 +138,9 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                 Cmd::TakePending { answer } => {
                     let mut all = shared.egress.take_all();
                     t.staged.clear();
-                    made_room |= !all.is_empty();
+                    // Always: the ring may have held recalled entries only,
+                    // passed over (and their slots freed) by `take_all`.
+                    made_room = true;
                     all.extend(t.index.take_all());
                     // The ring is in delivery order: an item that arrived already
                     // due can follow later deadlines there. Keys make it exact.
@@ -175,7 +177,13 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
 
 /// Takes a pending item out: from the index, or, if the dequeue proxy staged it
 /// and it is not due yet, back from the egress. `(deadline, item)`.
-fn cancel<T>(shared: &Shared<T>, t: &mut Timers<T>, key: u64, now: &mut Option<u64>) -> Option<(u64, T)> {
+fn cancel<T>(
+    shared: &Shared<T>,
+    t: &mut Timers<T>,
+    key: u64,
+    now: &mut Option<u64>,
+    made_room: &mut bool,
+) -> Option<(u64, T)> {
     if let Some(found) = t.index.cancel(key) {
         return Some(found);
     }
@@ -184,7 +192,13 @@ fn cancel<T>(shared: &Shared<T>, t: &mut Timers<T>, key: u64, now: &mut Option<u
     }
     let now = *now.get_or_insert_with(|| shared.now_ticks());
     // SAFETY: the caller holds the timers lock (`t` is behind it).
-    unsafe { t.staged.recall_key(&shared.egress, key, now) }
+    let found = unsafe { t.staged.recall_key(&shared.egress, key, now) };
+    if found.is_some() {
+        // The recalled entry holds its slot until someone passes it.
+        shared.egress.pass_recalled();
+        *made_room = true;
+    }
+    found
 }
 
 /// The last receiver is gone: answer what is queued, drop every pending item.

@@ -4,8 +4,11 @@
 //! A waiting future registers its task's `Waker` in the same waiter list the
 //! blocking receivers use (`waiters.rs`); the dequeue proxy, which owns the
 //! clock, wakes it when an item falls due — no runtime timer is involved, so the
-//! futures work under tokio, async-std, smol or `futures::executor` alike, and
-//! are exactly as precise as the blocking `recv`.
+//! futures work under tokio, async-std, smol or `futures::executor` alike. One
+//! difference in precision: a blocking receiver that finds a staged item (moved
+//! to the consumers' ring ahead of its deadline, `Builder::stage_ahead`) parks
+//! until that deadline itself; a task cannot, so the dequeue proxy wakes at the
+//! deadline and then wakes the task — two wake-ups in series instead of one.
 //!
 //! # Cancellation safety
 //!
@@ -142,10 +145,10 @@ impl<T> Receiver<T> {
         slot.poll(&s.signals.consumers, cx, || match look(s) {
             Look::Item(entry) => Some(Ok(entry)),
             Look::NotYet(_) if s.counter.is_exhausted() => Some(Err(RecvError)),
-            Look::NotYet(_) => {
+            Look::NotYet(at) => {
                 // A task cannot park with a timeout: with no thread leading for
                 // the oldest entry, the dequeue proxy wakes for it (`lead.rs`).
-                if s.lead.current().is_none() {
+                if s.lead.current().map_or(true, |l| l > at) {
                     s.signals.dequeue.force();
                 }
                 None

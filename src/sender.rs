@@ -346,16 +346,19 @@ impl<T> Sender<T> {
         self.reschedule_ticks(key, Ticks::after(s.now_ticks(), delay))
     }
 
-    /// Removes an item that is not due yet and returns it; an item already due —
-    /// moved to the consumers' ring, whether or not anyone has received it — can
-    /// no longer be cancelled: it counts as delivered, and `cancel` returns `None`.
+    /// Removes an item that is not due yet and returns it — also one already
+    /// staged in the consumers' ring ahead of its deadline
+    /// ([`Builder::stage_ahead`](crate::Builder::stage_ahead)). An item already
+    /// due by the time the enqueue proxy applies the cancel can no longer be
+    /// cancelled, whether or not anyone has received it: it counts as delivered,
+    /// and `cancel` returns `None`.
     ///
     /// Also `None` if it was cancelled or taken before, if `key` belongs to another
     /// queue, or if the queue is disconnected. Waits for the enqueue proxy to answer
     /// (it applies commands in order, so a `cancel` never overtakes its own `send`).
-    /// Why due items are final: consumers take them from a lock-free ring without
-    /// asking the proxies, so taking one back would need a per-entry state that
-    /// every receive checks; [`Receiver::recv_entry`](crate::Receiver::recv_entry)
+    /// Why due items are final: consumers take due items from a lock-free ring
+    /// without asking the proxies, with one CAS on the ring's head and no
+    /// per-entry check; [`Receiver::recv_entry`](crate::Receiver::recv_entry)
     /// tells a consumer the key of what it got, to settle a cancel/deliver race.
     ///
     /// # Examples

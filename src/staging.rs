@@ -38,10 +38,10 @@ impl Staged {
     }
 
     /// Forgets entries that are due by `now` or that consumers have passed.
-    /// Returns `true` if one of them fell due still waiting for a consumer (the
-    /// dequeue proxy may have woken for it).
-    pub(crate) fn prune<T>(&mut self, egress: &Egress<T>, now: u64) -> bool {
-        let mut fell_due = false;
+    /// Returns the earliest deadline among those that fell due still waiting
+    /// for a consumer (the dequeue proxy may have woken for it).
+    pub(crate) fn prune<T>(&mut self, egress: &Egress<T>, now: u64) -> Option<u64> {
+        let mut fell_due = None::<u64>;
         if self.list.is_empty() {
             return fell_due;
         }
@@ -50,7 +50,7 @@ impl Staged {
             if e.pos < passed {
                 self.list.pop_front();
             } else if e.at <= now {
-                fell_due = true;
+                fell_due = Some(fell_due.map_or(e.at, |f| f.min(e.at)));
                 self.list.pop_front();
             } else {
                 break;
@@ -82,28 +82,39 @@ impl Staged {
         now: u64,
     ) -> Option<(u64, T)> {
         let i = self.list.iter().position(|e| e.key == key)?;
-        let e = self.list.remove(i)?;
-        if e.at <= now {
+        if self.list[i].at <= now {
+            // Due: final. It stays listed, so that the dequeue proxy's next
+            // prune still sees it fall due (and wakes a consumer for it).
             return None;
         }
+        let e = self.list.remove(i)?;
         // SAFETY: the caller holds the timers lock (its duty).
         unsafe { egress.recall(e.pos) }.map(|(at, _, item)| (at, item))
     }
 
-    /// The dequeue proxy is about to push an item due at `at`: staged entries
-    /// due later (a run of at most [`RECALL_MAX`] at the end of the list) go back
-    /// into `index`, so that they follow it out in deadline order. Returns how
-    /// many went back.
+    /// The dequeue proxy is about to push the item `key`, due at `at`: staged
+    /// entries that must follow it — due later, or at the same time with a
+    /// larger key (equal deadlines leave in key order) — and are not due by
+    /// `now` (a run of at most [`RECALL_MAX`] at the end of the list) go back
+    /// into `index`, so that they follow it out in order. Returns how many went
+    /// back.
     ///
     /// # Safety
     /// The caller holds the timers lock (see [`Egress::recall`]).
     pub(crate) unsafe fn recall_later<T>(
         &mut self,
         egress: &Egress<T>,
-        at: u64,
+        (at, key): (u64, u64),
+        now: u64,
         index: &mut Index<T>,
     ) -> usize {
-        let later = self.list.iter().rev().take(RECALL_MAX + 1).take_while(|e| e.at > at).count();
+        let later = self
+            .list
+            .iter()
+            .rev()
+            .take(RECALL_MAX + 1)
+            .take_while(|e| (e.at, e.key) > (at, key) && e.at > now)
+            .count();
         if later == 0 || later > RECALL_MAX {
             return 0;
         }

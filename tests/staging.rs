@@ -116,6 +116,53 @@ fn an_earlier_item_goes_in_front_of_staged_ones() {
 }
 
 #[test]
+fn equal_deadlines_leave_in_key_order_past_staged_items() {
+    let (clock, tx, rx) = staged::<&str>(secs(10));
+    let t0 = clock.now();
+    let a = tx.send_at("a", t0 + secs(9)).unwrap();
+    tx.send_at("b", t0 + secs(5)).unwrap();
+    clock.advance(ms(1));
+    // "b" is staged; "a" (the smaller key) moves to the same deadline, and the
+    // dequeue proxy moves it before "b" is due (were "b" due first, "a" would
+    // follow it, as an item that reaches the index late always does).
+    assert!(tx.reschedule(a, t0 + secs(5)));
+    clock.advance(Duration::ZERO);
+    clock.set(t0 + secs(5));
+    assert_eq!(rx.try_recv(), Ok("a"));
+    assert_eq!(rx.try_recv(), Ok("b"));
+}
+
+/// Cancelled staged items leave recalled entries in a two-slot ring; neither
+/// they nor a `take_pending` that finds only them may leave the dequeue proxy
+/// waiting for room. On the system clock: a mock clock's step would wake the
+/// proxy and hide a missed wake-up.
+#[test]
+fn recalled_entries_never_hold_up_the_ring() {
+    let (tx, rx) = Builder::new().egress_slots(2).stage_ahead(secs(10)).build::<u32>().unwrap();
+    for round in 0..2 {
+        let a = tx.send_after(1, secs(5)).unwrap();
+        let b = tx.send_after(2, secs(6)).unwrap();
+        // The dequeue proxy stages both as soon as it sees them: the ring is full.
+        thread::sleep(ms(50));
+        assert_eq!(tx.cancel(a), Some(1));
+        assert_eq!(tx.cancel(b), Some(2));
+        tx.send_at(3, Instant::now()).unwrap();
+        if round == 0 {
+            // Nobody receives; the proxy, finding the ring full of recalled
+            // entries, waits for room. `take_pending` takes the due item from
+            // the index and passes the recalled entries: it must ring the proxy.
+            thread::sleep(ms(50));
+            let taken: Vec<u32> = rx.take_pending().into_iter().map(|(_, x)| x).collect();
+            assert_eq!(taken, [3]);
+        } else {
+            assert_eq!(rx.recv_timeout(secs(5)), Ok(3));
+        }
+        tx.send_at(4, Instant::now()).unwrap();
+        assert_eq!(rx.recv_timeout(secs(5)), Ok(4), "round {round}: the proxy slept with room in the ring");
+    }
+}
+
+#[test]
 fn an_item_already_due_goes_in_front_of_staged_ones() {
     let (clock, tx, rx) = staged::<u32>(secs(10));
     tx.send_after(2, secs(5)).unwrap();
