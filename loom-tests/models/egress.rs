@@ -22,16 +22,7 @@ use std::sync::Arc;
 #[test]
 fn take_races_recall() {
     model(|| {
-        let timers = Arc::new(Mutex::new(()));
-        let egress = Arc::new(Egress::<u64>::new(2));
-        let first = {
-            let _t = lock(&timers);
-            // SAFETY: the only pusher, holding the lock.
-            let first = unsafe { egress.push((5, 1, 1), true) }.unwrap();
-            // SAFETY: as above.
-            unsafe { egress.push((6, 2, 2), true) }.unwrap();
-            first
-        };
+        let (timers, egress, first) = two_staged();
         let consumer = {
             let egress = egress.clone();
             thread::spawn(move || {
@@ -72,16 +63,7 @@ fn take_races_recall() {
 #[test]
 fn two_consumers_pass_over_a_recalled_entry() {
     model(|| {
-        let timers = Arc::new(Mutex::new(()));
-        let egress = Arc::new(Egress::<u64>::new(2));
-        let first = {
-            let _t = lock(&timers);
-            // SAFETY: the only pusher, holding the lock.
-            let first = unsafe { egress.push((5, 1, 1), true) }.unwrap();
-            // SAFETY: as above.
-            unsafe { egress.push((6, 2, 2), true) }.unwrap();
-            first
-        };
+        let (timers, egress, first) = two_staged();
         let consumers: Vec<_> = (0..2)
             .map(|_| {
                 let egress = egress.clone();
@@ -102,4 +84,21 @@ fn two_consumers_pass_over_a_recalled_entry() {
         all.sort_unstable();
         assert_eq!(all, vec![1, 2], "an entry left twice or never");
     });
+}
+
+/// A two-slot egress ring holding two staged entries (keys and items 1 and 2,
+/// due at 5 and 6), pushed under the stand-in timers lock; and the first one's
+/// position.
+fn two_staged() -> (Arc<Mutex<()>>, Arc<Egress<u64>>, usize) {
+    let timers = Arc::new(Mutex::new(()));
+    let egress = Arc::new(Egress::<u64>::new(2));
+    let first = {
+        let _t = lock(&timers);
+        // SAFETY: the only pusher, holding the lock.
+        let first = unsafe { egress.push((5, 1, 1), true) }.unwrap();
+        // SAFETY: as above.
+        unsafe { egress.push((6, 2, 2), true) }.unwrap();
+        first
+    };
+    (timers, egress, first)
 }
