@@ -106,15 +106,19 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
     let mut t = lock(&shared.timers);
     let t = &mut *t;
     let fell_due = t.staged.prune(&shared.egress, now);
-    // Recalled entries at the head would keep their slots until a consumer
-    // passes them: pass them here, so that they never hold up a push.
-    shared.egress.pass_recalled();
     let (mut due, mut staged) = (0, 0);
     let mut due_left = false;
     loop {
         if shared.egress.is_full() {
-            due_left = t.index.next_wake().is_some_and(|d| d <= now);
-            break;
+            // Recalled entries at the head would keep their slots until a
+            // consumer passes them: pass them here, so that they never hold up
+            // a push. (Only here: reading the head's slot costs a cache miss
+            // while consumers take.)
+            shared.egress.pass_recalled();
+            if shared.egress.is_full() {
+                due_left = t.index.next_wake().is_some_and(|d| d <= now);
+                break;
+            }
         }
         let Some(entry) = t.index.pop_due(horizon) else { break };
         let (at, key) = (entry.0, entry.1);
