@@ -341,26 +341,20 @@ impl<T> Egress<T> {
     /// where an item reached the index already due, or where the proxy did not
     /// recall a long run of staged entries to put an earlier one in front.)
     pub(crate) fn earliest_deadline(&self) -> Option<u64> {
-        let mut min = None::<u64>;
-        self.each_live(|at| min = Some(min.map_or(at, |m| m.min(at))));
-        min
-    }
-
-    /// Calls `f` with the deadline of every waiting entry, oldest first. (An
-    /// entry taken meanwhile may or may not be seen.)
-    fn each_live(&self, mut f: impl FnMut(u64)) {
         // Acquire: orders the stamp reads after the positions that name the slots.
         let head = self.head.load(Ordering::Acquire);
         let tail = self.tail.load(Ordering::Acquire);
-        for pos in head..tail {
-            let slot = &self.slots[pos & self.mask];
-            // Acquire: pairs with the Release stamp store of the push of `pos`.
-            if slot.stamp.load(Ordering::Acquire) == pos + 1
-                && matches!(slot.state.load(Ordering::Acquire), DUE | STAGED)
-            {
-                f(slot.at.load(Ordering::Relaxed));
-            }
-        }
+        (head..tail)
+            .filter_map(|pos| {
+                let slot = &self.slots[pos & self.mask];
+                // Acquire: pairs with the Release stamp store of the push of
+                // `pos` (an entry taken meanwhile may or may not be seen).
+                let waiting = slot.stamp.load(Ordering::Acquire) == pos + 1
+                    && matches!(slot.state.load(Ordering::Acquire), DUE | STAGED);
+                // Relaxed: published with the stamp.
+                waiting.then(|| slot.at.load(Ordering::Relaxed))
+            })
+            .min()
     }
 
     /// Takes every waiting entry, due or not (`take_pending`, shutdown).

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 pub(crate) type Raw<T> = Due<T>;
 
 /// One look at the egress ring: takes the oldest entry if it is due.
-pub(crate) fn look<T>(s: &Shared<T>) -> Look<T> {
+fn look<T>(s: &Shared<T>) -> Look<T> {
     let took = s.egress.take(|| s.now_ticks());
     match took.look {
         Look::Item(entry) => {
@@ -116,13 +116,16 @@ impl<T> Receiver<T> {
         Receiver { chan }
     }
 
-    /// One attempt: a due item, "exhausted", or nothing yet.
-    pub(crate) fn attempt(&self) -> Option<Result<Raw<T>, RecvError>> {
+    /// One attempt: a due item, "exhausted", or nothing yet; `not_yet` hears
+    /// the deadline of an oldest entry that is not due.
+    pub(crate) fn attempt(&self, not_yet: impl FnOnce(u64)) -> Option<Result<Raw<T>, RecvError>> {
         let s = &self.chan.shared;
         match look(s) {
-            Look::Item(entry) => Some(Ok(entry)),
-            Look::NotYet(_) | Look::Empty => s.counter.is_exhausted().then_some(Err(RecvError)),
+            Look::Item(entry) => return Some(Ok(entry)),
+            Look::NotYet(at) => not_yet(at),
+            Look::Empty => {}
         }
+        s.counter.is_exhausted().then_some(Err(RecvError))
     }
 
     /// Blocks until an item is due (or the queue is exhausted), or until
@@ -162,7 +165,7 @@ impl<T> Receiver<T> {
     }
 
     fn try_recv_raw(&self) -> Result<Raw<T>, TryRecvError> {
-        match self.attempt() {
+        match self.attempt(|_| {}) {
             Some(Ok(t)) => Ok(t),
             Some(Err(_)) => Err(TryRecvError::Disconnected),
             None => Err(TryRecvError::Empty),

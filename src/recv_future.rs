@@ -19,10 +19,9 @@
 //! to another waiting receiver, so the item is not left waiting for a receiver
 //! that is gone.
 
-use crate::egress::Look;
 use crate::error::RecvError;
 use crate::expired::Expired;
-use crate::receiver::{look, take_many, Raw, Receiver};
+use crate::receiver::{take_many, Raw, Receiver};
 use crate::waiters::Slot;
 use std::fmt;
 use std::future::Future;
@@ -142,18 +141,14 @@ impl<T> Receiver<T> {
     /// One poll of a wait for a due item (or exhaustion).
     fn poll_raw(&self, slot: &mut Slot, cx: &mut Context<'_>) -> Poll<Result<Raw<T>, RecvError>> {
         let s = self.shared();
-        slot.poll(&s.signals.consumers, cx, || match look(s) {
-            Look::Item(entry) => Some(Ok(entry)),
-            Look::NotYet(_) if s.counter.is_exhausted() => Some(Err(RecvError)),
-            Look::NotYet(at) => {
+        slot.poll(&s.signals.consumers, cx, || {
+            self.attempt(|at| {
                 // A task cannot park with a timeout: with no thread leading for
                 // the oldest entry, the dequeue proxy wakes for it (`lead.rs`).
                 if s.lead.current().map_or(true, |l| l > at) {
                     s.signals.dequeue.force();
                 }
-                None
-            }
-            Look::Empty => s.counter.is_exhausted().then_some(Err(RecvError)),
+            })
         })
     }
 }

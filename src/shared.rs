@@ -7,9 +7,10 @@
 //! from the index into the `egress`; consumers take what is due from the
 //! `egress`, one of them leading (`lead`) while the oldest is not due yet. The
 //! index, the dequeue proxy's sleep plan and the list of staged entries live
-//! under the one `timers` lock, which only the two proxies take. The send path is in `sender.rs`, the take path in `receiver.rs`, the
-//! counters in `counter.rs`, the mock-clock round handshake in `dequeue.rs` (its
-//! counter in `rounds.rs`), the admission gate in `admission.rs`.
+//! under the one `timers` lock, which only the two proxies take. The send path
+//! is in `sender.rs`, the take path in `receiver.rs`, the counters in
+//! `counter.rs`, the mock-clock round handshake in `dequeue.rs` (its counter in
+//! `rounds.rs`), the admission gate in `admission.rs`.
 
 use crate::admission::Admission;
 use crate::clock::{Clock, Ticks, NEVER};

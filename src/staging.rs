@@ -96,8 +96,7 @@ impl Staged {
     /// entries that must follow it — due later, or at the same time with a
     /// larger key (equal deadlines leave in key order) — and are not due by
     /// `now` (a run of at most [`RECALL_MAX`] at the end of the list) go back
-    /// into `index`, so that they follow it out in order. Returns how many went
-    /// back.
+    /// into `index`, so that they follow it out in order.
     ///
     /// # Safety
     /// The caller holds the timers lock (see [`Egress::recall`]).
@@ -107,7 +106,7 @@ impl Staged {
         (at, key): (u64, u64),
         now: u64,
         index: &mut Index<T>,
-    ) -> usize {
+    ) {
         let later = self
             .list
             .iter()
@@ -116,16 +115,13 @@ impl Staged {
             .take_while(|e| (e.at, e.key) > (at, key) && e.at > now)
             .count();
         if later == 0 || later > RECALL_MAX {
-            return 0;
+            return;
         }
-        let mut back = 0;
         for e in self.list.drain(self.list.len() - later..) {
             // SAFETY: the caller holds the timers lock (its duty).
             if let Some((d, key, item)) = unsafe { egress.recall(e.pos) } {
                 index.insert(key, d, item);
-                back += 1;
             }
         }
-        back
     }
 }
