@@ -6,17 +6,27 @@
 //! consumers need, commands queue in front of the enqueue proxy and due items
 //! pile up behind their deadlines, and every item is late by the whole backlog
 //! (a queue that delivers in order cannot do better once a backlog exists). So
-//! the queue has an admission gate that blocking sends look at before they enter.
-//! It is shut while either proxy reports a backlog ([`Reason`], one bit each):
+//! the queue has an admission gate that blocking sends look at. It is shut while
+//! either side reports a backlog ([`Reason`], one bit each):
 //!
-//! - **Ingress**: the enqueue proxy drained more than 512 commands at once (a
-//!   queue in front of every deadline); it clears the bit at a drain of 64 or
-//!   fewer, and an empty drain always clears it, so the bit cannot outlive the
-//!   backlog.
+//! - **Ingress**: more than [`INGRESS_DEEP`] commands wait in front of the enqueue
+//!   proxy. Producers look (one blocking send in [`INGRESS_SAMPLE`], by key,
+//!   reads the ingress depth after its push: the proxy may be off the CPU while
+//!   the ring fills, so it cannot be the only one to notice), and so does the
+//!   proxy (a drain of more than [`INGRESS_OPEN`] commands). The proxy clears the
+//!   bit at a drain of [`INGRESS_OPEN`] or fewer, and an empty drain always
+//!   clears it, so the bit cannot outlive the backlog.
 //! - **Egress**: after a round on a system clock, due items stay in the index
 //!   for want of egress room although the consumers took items since the last
 //!   round (they are there and working, but not fast enough); the next round that
 //!   moves every due item, or after which the consumers took nothing, clears it.
+//!
+//! A send that finds the gate shut waits **after** it has handed its item over,
+//! before it returns: the pause slows its caller's next send, not the item
+//! already sent, whose deadline was fixed before the call (a wait before the
+//! push made every paused item late by the pause: in the comparison harness's
+//! unthrottled runs, where each deadline is the send time plus up to 1 ms, most
+//! items were).
 //!
 //! `close`, disconnection and a producer that waited [`MAX_WAIT`] in vain open
 //! the gate for every reason. The last rule is what keeps the gate from being a
@@ -31,6 +41,12 @@
 //! Waiting follows `waiters.rs`: register, re-check (SeqCst load), park; the
 //! opener clears its bit with a SeqCst RMW, and the one that leaves no bit set
 //! notifies every waiter (the notifier's fence is in `Waiters::notify`).
+//!
+//! The thresholds are measured, not derived (`docs/bench/README.md`, fifth
+//! round): a shallower ingress (shut above 256 or 512) made unthrottled items
+//! less late still, but cost up to 40 % of the throughput, because every pause
+//! is a park and a wake-up; above 1024 the ingress alone holds more than the
+//! 1 ms that the harness's items wait for.
 
 use crate::clock::Clock;
 use crate::sync::{AtomicUsize, Ordering};
@@ -42,6 +58,18 @@ use std::time::{Duration, Instant};
 /// itself (the consumers stopped taking).
 pub(crate) const MAX_WAIT: Duration = Duration::from_millis(1);
 
+/// Commands waiting in the ingress ring above which a blocking send that looks
+/// shuts the gate ([`Reason::Ingress`]).
+pub(crate) const INGRESS_DEEP: usize = 1024;
+
+/// One blocking send in this many (by key) looks at the ingress depth: the look
+/// reads the proxy's side of the ring, a cache miss the other sends skip.
+pub(crate) const INGRESS_SAMPLE: u64 = 32;
+
+/// A drain of more commands than this shuts the gate ([`Reason::Ingress`]); a
+/// drain of this many or fewer opens it.
+pub(crate) const INGRESS_OPEN: usize = 512;
+
 /// Why the gate is shut: one bit per proxy, each setting and clearing its own.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Reason {
@@ -49,6 +77,9 @@ pub(crate) enum Reason {
     Ingress = 1,
     /// The dequeue proxy found the consumers behind.
     Egress = 2,
+    /// Tests only: a reason that no proxy clears.
+    #[cfg(all(test, not(delayq_loom)))]
+    Test = 4,
 }
 
 #[derive(Debug)]
@@ -64,6 +95,10 @@ pub(crate) struct Admission {
 
 impl Default for Admission {
     fn default() -> Self {
+        #[cfg(all(test, not(delayq_loom)))]
+        if let Some(w) = tests::MAX_WAIT_HERE.get() {
+            return Admission::with_max_wait(w);
+        }
         Admission::with_max_wait(MAX_WAIT)
     }
 }
@@ -111,9 +146,10 @@ impl Admission {
         }
     }
 
-    /// A blocking send found the gate shut: waits until it opens, `until`
-    /// passes, `closed()` holds, or `MAX_WAIT` passes (then it opens the gate for
-    /// everyone). Returns at once on a mock clock, which never shuts it.
+    /// A blocking send, its item handed over, found the gate shut: waits until
+    /// it opens, `until` passes, `closed()` holds, or `MAX_WAIT` passes (then it
+    /// opens the gate for everyone). Returns at once on a mock clock, which never
+    /// shuts it.
     pub(crate) fn wait(&self, clock: &Clock, until: Option<Instant>, closed: impl Fn() -> bool) {
         if clock.is_mock() {
             return;
@@ -131,9 +167,24 @@ impl Admission {
 }
 
 #[cfg(all(test, not(delayq_loom)))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use std::cell::Cell;
     use std::sync::Arc;
+
+    thread_local! {
+        /// `MAX_WAIT` for the queues this thread builds (see `with_max_wait`).
+        pub(crate) static MAX_WAIT_HERE: Cell<Option<Duration>> = const { Cell::new(None) };
+    }
+
+    /// Runs `build` with `max_wait` in place of `MAX_WAIT` for the queues it
+    /// builds on this thread (other tests' queues keep theirs).
+    pub(crate) fn with_max_wait<R>(max_wait: Duration, build: impl FnOnce() -> R) -> R {
+        MAX_WAIT_HERE.set(Some(max_wait));
+        let r = build();
+        MAX_WAIT_HERE.set(None);
+        r
+    }
 
     #[test]
     fn an_open_gate_does_not_wait() {

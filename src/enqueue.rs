@@ -6,7 +6,7 @@
 //! answers commands and wakes anyone only after releasing the lock. With nothing
 //! to do it parks on its [`Bell`](crate::wakeup::Bell); it has no timer.
 
-use crate::admission::Reason;
+use crate::admission::{Reason, INGRESS_OPEN};
 use crate::cmd::Cmd;
 use crate::contain::drop_contained;
 use crate::oneshot::Answer;
@@ -70,17 +70,13 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
     }
 }
 
-/// Commands waiting in the ingress ring at a drain above which blocking sends
-/// wait at the admission gate (`admission.rs`), and at or below which they go
-/// again: a deep ingress is a queue in front of every deadline.
-const INGRESS_SHUT: usize = 512;
-const INGRESS_OPEN: usize = 64;
-
-/// The admission rule of the enqueue proxy, after a drain of `drained` commands.
+/// The admission rule of the enqueue proxy, after a drain of `drained`
+/// commands (`admission.rs`): a deep drain shuts the gate, a shallow one opens it
+/// (producers that find the ring deep shut it too: `sender::pace`).
 fn admit<T>(shared: &Shared<T>, drained: usize) {
-    if drained > INGRESS_SHUT {
+    if drained > INGRESS_OPEN {
         shared.signals.admission.shut(Reason::Ingress);
-    } else if drained <= INGRESS_OPEN {
+    } else {
         shared.signals.admission.open(Reason::Ingress);
     }
 }

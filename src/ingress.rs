@@ -133,6 +133,12 @@ impl<T> Ingress<T> {
         }
     }
 
+    /// Commands in the ring (approximate while others push or pop; the spill
+    /// is not counted).
+    pub(crate) fn len(&self) -> usize {
+        self.ring.len()
+    }
+
     /// `true` if no command waits. Proxy only (a concurrent push may land at once).
     pub(crate) fn is_empty(&self) -> bool {
         self.ring.len() == 0 && !self.spilled.load(Ordering::SeqCst)

@@ -60,13 +60,16 @@
 //!   leading consumer's. The wakeup protocol (an earlier head must
 //!   wake a sleeping dequeue proxy) is in `wakeup.rs`, with its invariant; loom
 //!   checks it (`loom-tests/`).
-//! - Admission: while the queue is behind (commands queue in the ingress ring, or
-//!   due items wait for room in the egress ring), blocking sends pause at a gate,
-//!   at most 1 ms each, so that unthrottled producers cannot grow a backlog
-//!   behind the deadlines; the gate is no capacity (a consumer that never comes
-//!   costs a send one pause, not a hang), `try_send_*` and the async sends pass
-//!   it, and a [`MockClock`] queue never shuts it (`admission.rs`).
-//! - Costs per item: a blocking send reads the admission gate; a send reads
+//! - Admission: while the queue is behind (more than 1024 commands queue in the
+//!   ingress ring, or due items wait for room in the egress ring), blocking sends
+//!   pause at a gate, at most 1 ms each, so that unthrottled producers cannot grow
+//!   a backlog behind the deadlines. A send pauses after it has handed its item
+//!   over, so the pause slows the caller's next send, not the item just sent. The
+//!   gate is no capacity (a consumer that never comes costs a send one pause, not
+//!   a hang), `try_send_*` and the async sends pass it, and a [`MockClock`] queue
+//!   never shuts it (`admission.rs`).
+//! - Costs per item: a blocking send reads the admission gate (one in 32 also
+//!   reads the ingress depth); a send reads
 //!   `closed`, does an RMW on `len` (a CAS loop when bounded), a SeqCst fence,
 //!   a second read of `closed`, a relaxed RMW for its key, a CAS on the ingress
 //!   tail, a stamp store and the enqueue bell's fence and load; a receive does

@@ -1,6 +1,7 @@
 //! The producer handle, and the send path: reserve a unit of `len`, push an
 //! `Insert` into the ingress, ring the enqueue proxy's bell.
 
+use crate::admission::{Reason, INGRESS_DEEP, INGRESS_SAMPLE};
 use crate::chan::Chan;
 use crate::clock::Ticks;
 use crate::cmd::Cmd;
@@ -29,18 +30,13 @@ pub(crate) enum SendFail<T> {
 
 /// Sends `item` due at `deadline` (ticks); returns its key.
 ///
-/// Costs on the way: a blocking send reads the admission gate (and waits there,
-/// at most 1 ms, while the queue is behind: `admission.rs`); a read of `closed`;
-/// the reservation (one RMW on `len`, a CAS loop for a bounded queue); a SeqCst fence and a second read of `closed` (the
-/// `closed` handshake of `counter.rs`); a relaxed RMW for the key; the ingress
-/// push (one CAS on its tail, a stamp store); and the enqueue bell's SeqCst fence
-/// and load (an RMW and a syscall only when the proxy sleeps).
+/// Costs on the way: a read of `closed`; the reservation (one RMW on `len`, a
+/// CAS loop for a bounded queue); a SeqCst fence and a second read of `closed`
+/// (the `closed` handshake of `counter.rs`); a relaxed RMW for the key; the
+/// ingress push (one CAS on its tail, a stamp store); the enqueue bell's SeqCst
+/// fence and load (an RMW and a syscall only when the proxy sleeps); and, for a
+/// blocking send, [`pace`].
 fn send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<u64, SendFail<T>> {
-    if let Wait::Until(until) = wait {
-        if s.signals.admission.is_shut() {
-            s.signals.admission.wait(&s.clock, until, || s.counter.is_closed());
-        }
-    }
     if s.counter.is_closed() {
         return Err(SendFail::Disconnected(item));
     }
@@ -77,7 +73,26 @@ fn send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<u64, Sen
         return Err(SendFail::Disconnected(item));
     }
     s.signals.enqueue.ring();
+    if let Wait::Until(until) = wait {
+        pace(s, key, until);
+    }
     Ok(key)
+}
+
+/// Back-pressure for a blocking send whose item is already handed over
+/// (`admission.rs`): one send in `INGRESS_SAMPLE` reads the ingress depth and
+/// shuts the gate when commands pile up in front of the enqueue proxy; a send
+/// that finds the gate shut waits there (at most `MAX_WAIT`, and never past
+/// `until`) before it returns, so the pause slows its caller's next send and not
+/// the item just sent. Costs one load while the gate is open.
+fn pace<T>(s: &Shared<T>, key: u64, until: Option<Instant>) {
+    let gate = &s.signals.admission;
+    if key % INGRESS_SAMPLE == 0 && !s.clock.is_mock() && s.ingress.len() > INGRESS_DEEP {
+        gate.shut(Reason::Ingress);
+    }
+    if gate.is_shut() {
+        gate.wait(&s.clock, until, || s.counter.is_closed());
+    }
 }
 
 /// The sending half of a delay queue. `Clone + Send + Sync`.
@@ -113,7 +128,10 @@ impl<T> Sender<T> {
     }
 
     /// Sends `item`, due at `deadline` by the queue's clock. A deadline in the past
-    /// is due at once. Blocks while a bounded queue is full.
+    /// is due at once. Blocks while a bounded queue is full. While the queue is
+    /// behind (unthrottled producers), it may also pause for up to 1 ms *after*
+    /// handing the item over, before it returns: back-pressure that slows the
+    /// caller's next send, never this item's delivery.
     ///
     /// # Errors
     ///
@@ -490,5 +508,29 @@ impl<T> Drop for Sender<T> {
 impl<T> fmt::Debug for Sender<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sender").field("len", &self.len()).field("capacity", &self.capacity()).finish()
+    }
+}
+
+#[cfg(all(test, not(delayq_loom)))]
+mod tests {
+    use crate::admission::tests::with_max_wait;
+    use crate::admission::Reason;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_paused_send_has_already_handed_its_item_over() {
+        // The gate held shut by a reason no proxy clears, and a minute's
+        // patience: a send that paused before its push would deliver nothing
+        // for a minute; one that pauses after it delivers at once.
+        let (tx, rx) = with_max_wait(Duration::from_secs(60), crate::unbounded::<u32>);
+        let gate = tx.clone();
+        gate.shared().signals.admission.shut(Reason::Test);
+        let sending = std::thread::spawn(move || {
+            tx.send_at(7, Instant::now()).unwrap();
+        });
+        assert_eq!(rx.recv_timeout(Duration::from_secs(20)), Ok(7), "the item waited with its sender");
+        assert!(!sending.is_finished(), "the send did not pause at the shut gate");
+        gate.shared().signals.admission.open(Reason::Test);
+        sending.join().unwrap();
     }
 }
