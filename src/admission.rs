@@ -43,7 +43,15 @@
 //!
 //! Waiting follows `waiters.rs`: register, re-check (SeqCst load), park; the
 //! opener clears its bit with a SeqCst RMW, and the one that leaves no bit set
-//! notifies every waiter (the notifier's fence is in `Waiters::notify`).
+//! wakes **one** waiting send (the notifier's fence is in `Waiters::notify`);
+//! each send that the open gate lets go wakes the next, a chain like the
+//! consumers' (`receiver::taken`). So the proxy that opens the gate pays one
+//! wake-up, not one per paused producer: with 16 paused producers it was
+//! spending its CPU share on futex wakes just when it had a backlog to clear
+//! (`docs/bench/README.md`, fifth round). A woken send that finds the gate shut
+//! again parks again, and the chain stops there: the next opening starts
+//! another. `close`, disconnection and a send that waited `MAX_WAIT` wake every
+//! waiter at once.
 //!
 //! The thresholds are measured, not derived (`docs/bench/README.md`, fifth
 //! round): a shallower ingress (shut above 256 or 512) made unthrottled items
@@ -129,15 +137,15 @@ impl Admission {
         }
     }
 
-    /// The backlog `why` names cleared: once no reason is left, every waiting
-    /// send goes.
+    /// The backlog `why` names cleared: once no reason is left, the waiting
+    /// sends go, one waking the next (`wait`).
     pub(crate) fn open(&self, why: Reason) {
         let bit = why as usize;
         // SeqCst RMW: the waiter protocol's state change; the caller that
         // cleared the last bit notifies, so an open gate costs a load.
         if self.shut.load(Ordering::Relaxed) & bit != 0 && self.shut.fetch_and(!bit, Ordering::SeqCst) == bit
         {
-            self.waiters.notify_all();
+            self.waiters.notify(1);
         }
     }
 
@@ -152,8 +160,8 @@ impl Admission {
 
     /// A blocking send, its item handed over, found the gate shut: waits until
     /// it opens, `until` passes, `closed()` holds, or `MAX_WAIT` passes (then it
-    /// opens the gate for everyone). Returns at once on a mock clock, which never
-    /// shuts it.
+    /// opens the gate for everyone). A send that the gate lets go wakes the next
+    /// waiting one. Returns at once on a mock clock, which never shuts it.
     pub(crate) fn wait(&self, clock: &Clock, until: Option<Instant>, closed: impl Fn() -> bool) {
         if clock.is_mock() {
             return;
@@ -164,7 +172,11 @@ impl Admission {
             // SeqCst: the waiter's re-check after registering (`waiters.rs`).
             (self.shut.load(Ordering::SeqCst) == 0 || closed()).then_some(())
         });
-        if passed.is_none() && deadline == limit {
+        if passed.is_some() {
+            // Pass the opening on (`open` woke only one of us). With nobody
+            // waiting this is a relaxed load.
+            self.waiters.notify(1);
+        } else if deadline == limit {
             self.open_all();
         }
     }
@@ -236,6 +248,34 @@ pub(crate) mod tests {
         let waited = t.join().unwrap();
         assert!(!a.is_shut());
         assert!(waited < Duration::from_secs(30), "released by open, not by the wait limit: {waited:?}");
+    }
+
+    #[test]
+    fn one_opening_releases_every_waiting_send() {
+        // `open` wakes one waiter and each released waiter wakes the next: all
+        // of them must go, long before the minute after which they would open
+        // the gate themselves.
+        let a = Arc::new(Admission::with_max_wait(Duration::from_secs(60)));
+        a.shut(Reason::Ingress);
+        let waiting: Vec<_> = (0..6)
+            .map(|_| {
+                let a = a.clone();
+                std::thread::spawn(move || {
+                    let t0 = Instant::now();
+                    a.wait(&Clock::default(), None, || false);
+                    t0.elapsed()
+                })
+            })
+            .collect();
+        while a.waiters.len() < 6 {
+            std::thread::yield_now();
+        }
+        a.open(Reason::Ingress);
+        for t in waiting {
+            let waited = t.join().unwrap();
+            assert!(waited < Duration::from_secs(30), "a waiter missed the opening: {waited:?}");
+        }
+        assert_eq!(a.waiters.len(), 0);
     }
 
     #[test]
