@@ -43,15 +43,16 @@
 //!
 //! Waiting follows `waiters.rs`: register, re-check (SeqCst load), park; the
 //! opener clears its bit with a SeqCst RMW, and the one that leaves no bit set
-//! wakes **one** waiting send (the notifier's fence is in `Waiters::notify`);
-//! each send that the open gate lets go wakes the next, a chain like the
-//! consumers' (`receiver::taken`). So the proxy that opens the gate pays one
-//! wake-up, not one per paused producer: with 16 paused producers it was
-//! spending its CPU share on futex wakes just when it had a backlog to clear
-//! (`docs/bench/README.md`, fifth round). A woken send that finds the gate shut
-//! again parks again, and the chain stops there: the next opening starts
-//! another. `close`, disconnection and a send that waited `MAX_WAIT` wake every
-//! waiter at once.
+//! wakes **one** waiting send (the notifier's fence is in `Waiters::notify`),
+//! and a send that the open gate lets go wakes all the others. So the proxy
+//! that opens the gate pays one wake-up, not one per paused producer (with 16
+//! paused producers it was spending its CPU share on futex wakes just when it
+//! had a backlog to clear), while the paused sends still go together: a chain
+//! in which each woken send wakes only the next was as fast on a quiet machine
+//! but slow beside a CPU hog, where sends whose turn came late waited out
+//! `MAX_WAIT` and opened the gate for everyone (`docs/bench/README.md`, fifth
+//! round). `close`, disconnection and a send that waited `MAX_WAIT` wake every
+//! waiter themselves.
 //!
 //! The thresholds are measured, not derived (`docs/bench/README.md`, fifth
 //! round): a shallower ingress (shut above 256 or 512) made unthrottled items
@@ -138,7 +139,7 @@ impl Admission {
     }
 
     /// The backlog `why` names cleared: once no reason is left, the waiting
-    /// sends go, one waking the next (`wait`).
+    /// sends go (this wakes one, which wakes the others: `wait`).
     pub(crate) fn open(&self, why: Reason) {
         let bit = why as usize;
         // SeqCst RMW: the waiter protocol's state change; the caller that
@@ -160,8 +161,8 @@ impl Admission {
 
     /// A blocking send, its item handed over, found the gate shut: waits until
     /// it opens, `until` passes, `closed()` holds, or `MAX_WAIT` passes (then it
-    /// opens the gate for everyone). A send that the gate lets go wakes the next
-    /// waiting one. Returns at once on a mock clock, which never shuts it.
+    /// opens the gate for everyone). A send that the gate lets go wakes every
+    /// other waiting one. Returns at once on a mock clock, which never shuts it.
     pub(crate) fn wait(&self, clock: &Clock, until: Option<Instant>, closed: impl Fn() -> bool) {
         if clock.is_mock() {
             return;
@@ -175,7 +176,7 @@ impl Admission {
         if passed.is_some() {
             // Pass the opening on (`open` woke only one of us). With nobody
             // waiting this is a relaxed load.
-            self.waiters.notify(1);
+            self.waiters.notify_all();
         } else if deadline == limit {
             self.open_all();
         }
@@ -252,9 +253,9 @@ pub(crate) mod tests {
 
     #[test]
     fn one_opening_releases_every_waiting_send() {
-        // `open` wakes one waiter and each released waiter wakes the next: all
-        // of them must go, long before the minute after which they would open
-        // the gate themselves.
+        // `open` wakes one waiter and the released one wakes the others: all of
+        // them must go, long before the minute after which they would open the
+        // gate themselves.
         let a = Arc::new(Admission::with_max_wait(Duration::from_secs(60)));
         a.shut(Reason::Ingress);
         let waiting: Vec<_> = (0..6)
