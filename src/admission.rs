@@ -32,9 +32,16 @@
 //! items were).
 //!
 //! `close`, disconnection and a producer that waited [`MAX_WAIT`] in vain open
-//! the gate for every reason. The last rule is what keeps the gate from being a
-//! capacity: consumers that stopped taking (or were never there) cost a blocking
-//! send at most one pause, never a hang.
+//! the gate for every reason. "In vain" means that the consumers took nothing
+//! during the wait (the egress's taken counter did not move): then a bit may be
+//! left set with no proxy round to clear it, and this rule is what keeps the
+//! gate from being a capacity — consumers that stopped taking (or were never
+//! there) cost a blocking send at most one pause, never a hang. A send whose
+//! pause ran out while the consumers were taking goes on alone and leaves the
+//! gate shut for the others: the queue is working, and opening it for everyone
+//! there let every paused producer flood in whenever the proxies were short of
+//! CPU (beside a CPU hog, unthrottled p50 lateness of 32–116 ms in the
+//! comparison; `docs/bench/README.md`, fifth round).
 //!
 //! Only the blocking sends (`send_at`, `send_after`, and the `_timeout` /
 //! `_deadline` forms, within their own timeout) wait here. `try_send_*`, the
@@ -160,13 +167,23 @@ impl Admission {
     }
 
     /// A blocking send, its item handed over, found the gate shut: waits until
-    /// it opens, `until` passes, `closed()` holds, or `MAX_WAIT` passes (then it
-    /// opens the gate for everyone). A send that the gate lets go wakes every
-    /// other waiting one. Returns at once on a mock clock, which never shuts it.
-    pub(crate) fn wait(&self, clock: &Clock, until: Option<Instant>, closed: impl Fn() -> bool) {
+    /// it opens, `until` passes, `closed()` holds, or `MAX_WAIT` passes. After
+    /// `MAX_WAIT` it goes on alone if `taken()` (the consumers' progress
+    /// counter) moved meanwhile, and opens the gate for everyone if it did not
+    /// (the consumers stopped: a bit may be left set with no round to clear it).
+    /// A send that the gate lets go wakes every other waiting one. Returns at
+    /// once on a mock clock, which never shuts it.
+    pub(crate) fn wait(
+        &self,
+        clock: &Clock,
+        until: Option<Instant>,
+        closed: impl Fn() -> bool,
+        taken: impl Fn() -> usize,
+    ) {
         if clock.is_mock() {
             return;
         }
+        let taken_before = taken();
         let limit = clock.now() + self.max_wait;
         let deadline = until.map_or(limit, |u| u.min(limit));
         let passed = block_on(&self.waiters, clock, Some(deadline), || {
@@ -177,7 +194,7 @@ impl Admission {
             // Pass the opening on (`open` woke only one of us). With nobody
             // waiting this is a relaxed load.
             self.waiters.notify_all();
-        } else if deadline == limit {
+        } else if deadline == limit && taken() == taken_before {
             self.open_all();
         }
     }
@@ -207,7 +224,7 @@ pub(crate) mod tests {
     fn an_open_gate_does_not_wait() {
         let a = Admission::default();
         let t0 = Instant::now();
-        a.wait(&Clock::default(), None, || false);
+        a.wait(&Clock::default(), None, || false, || 0);
         assert!(!a.is_shut());
         assert!(t0.elapsed() < Duration::from_secs(1));
     }
@@ -218,16 +235,29 @@ pub(crate) mod tests {
         a.shut(Reason::Egress);
         assert!(a.is_shut());
         let t0 = Instant::now();
-        a.wait(&Clock::default(), None, || false);
+        a.wait(&Clock::default(), None, || false, || 0);
         assert!(t0.elapsed() >= MAX_WAIT, "returned before MAX_WAIT: {:?}", t0.elapsed());
         assert!(!a.is_shut(), "a send that waited MAX_WAIT in vain opens the gate");
+    }
+
+    #[test]
+    fn a_send_that_waited_while_consumers_took_goes_alone() {
+        // The consumers' counter moves during the wait: the queue is working,
+        // so the expired send leaves the gate shut for the others.
+        let a = Admission::default();
+        a.shut(Reason::Egress);
+        let taken = AtomicUsize::new(0);
+        let t0 = Instant::now();
+        a.wait(&Clock::default(), None, || false, || taken.fetch_add(1, Ordering::Relaxed));
+        assert!(t0.elapsed() >= MAX_WAIT, "returned before MAX_WAIT: {:?}", t0.elapsed());
+        assert!(a.is_shut(), "a send whose pause ran out while consumers took must not open the gate");
     }
 
     #[test]
     fn a_shorter_deadline_ends_the_wait_and_leaves_the_gate_shut() {
         let a = Admission::default();
         a.shut(Reason::Egress);
-        a.wait(&Clock::default(), Some(Instant::now()), || false);
+        a.wait(&Clock::default(), Some(Instant::now()), || false, || 0);
         assert!(a.is_shut());
     }
 
@@ -239,7 +269,7 @@ pub(crate) mod tests {
         let a2 = a.clone();
         let t = std::thread::spawn(move || {
             let t0 = Instant::now();
-            a2.wait(&Clock::default(), None, || false);
+            a2.wait(&Clock::default(), None, || false, || 0);
             t0.elapsed()
         });
         while a.waiters.len() == 0 {
@@ -263,7 +293,7 @@ pub(crate) mod tests {
                 let a = a.clone();
                 std::thread::spawn(move || {
                     let t0 = Instant::now();
-                    a.wait(&Clock::default(), None, || false);
+                    a.wait(&Clock::default(), None, || false, || 0);
                     t0.elapsed()
                 })
             })
@@ -300,7 +330,7 @@ pub(crate) mod tests {
     fn a_closed_queue_passes_a_shut_gate() {
         let a = Admission::default();
         a.shut(Reason::Egress);
-        a.wait(&Clock::default(), None, || true);
+        a.wait(&Clock::default(), None, || true, || 0);
         assert!(a.is_shut(), "closed() ended the wait; the gate itself did not change");
     }
 
@@ -308,7 +338,7 @@ pub(crate) mod tests {
     fn a_mock_clock_never_waits() {
         let a = Admission::default();
         a.shut(Reason::Egress);
-        a.wait(&Clock::from(crate::MockClock::new()), None, || false);
+        a.wait(&Clock::from(crate::MockClock::new()), None, || false, || 0);
         assert!(a.is_shut());
     }
 }

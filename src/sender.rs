@@ -91,7 +91,7 @@ fn pace<T>(s: &Shared<T>, key: u64, until: Option<Instant>) {
         gate.shut(Reason::Ingress);
     }
     if gate.is_shut() {
-        gate.wait(&s.clock, until, || s.counter.is_closed());
+        gate.wait(&s.clock, until, || s.counter.is_closed(), || s.egress.taken_so_far());
     }
 }
 
