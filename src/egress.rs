@@ -153,7 +153,8 @@ impl<T> Egress<T> {
     /// How many slots consumers have passed so far, in all (wraps; compare for
     /// change only). A hint: others may be taking.
     pub(crate) fn taken_so_far(&self) -> usize {
-        // Relaxed: a progress hint for the dequeue proxy's admission rule.
+        // Relaxed: a progress hint for the admission rules (the dequeue
+        // proxy's, and a paused send whose `MAX_WAIT` ran out).
         self.head.load(Ordering::Relaxed)
     }
 
