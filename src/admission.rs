@@ -41,7 +41,8 @@
 //! gate shut for the others: the queue is working, and opening it for everyone
 //! there let every paused producer flood in whenever the proxies were short of
 //! CPU (beside a CPU hog, unthrottled p50 lateness of 32–116 ms in the
-//! comparison; `docs/bench/README.md`, fifth round).
+//! comparison before this rule, 190–533 µs with it; `docs/bench/README.md`,
+//! fifth round and the committed run).
 //!
 //! Only the blocking sends (`send_at`, `send_after`, and the `_timeout` /
 //! `_deadline` forms, within their own timeout) wait here. `try_send_*`, the
