@@ -193,7 +193,7 @@ impl Admission {
         });
         if passed.is_some() {
             // Pass the opening on (`open` woke only one of us). With nobody
-            // waiting this is a relaxed load.
+            // waiting this is a fence and a relaxed load.
             self.waiters.notify_all();
         } else if deadline == limit && taken() == taken_before {
             self.open_all();
