@@ -107,6 +107,7 @@ pub struct Builder {
     egress_slots: usize,
     nice: Option<i32>,
     stage_ahead: Option<Duration>,
+    helping: bool,
 }
 
 impl Default for Builder {
@@ -128,6 +129,7 @@ impl Builder {
             egress_slots: EGRESS_SLOTS,
             nice: None,
             stage_ahead: None,
+            helping: true,
         }
     }
 
@@ -265,6 +267,37 @@ impl Builder {
         self
     }
 
+    /// Whether client threads may perform a proxy's role themselves (the
+    /// default: `true`).
+    ///
+    /// With helping on, a send (or command) whose push finds the enqueue proxy
+    /// parked drains the ingress into the timer index itself, instead of
+    /// waking the proxy (a futex wake-up, and a wait for the proxy to get a
+    /// CPU); and a receive that finds nothing due for consumers while the
+    /// index's earliest item is already due moves the due items itself,
+    /// instead of waiting for the dequeue proxy. Either takes the proxy's role
+    /// with a try-acquire that never waits and does a bounded piece of work;
+    /// the proxy threads still do everything nobody helps with, alone sleep
+    /// on the index's next deadline, and do all the work while the queue is
+    /// saturated (then they are awake and nobody helps). Delivery order,
+    /// "never early" and exactly-once are the same either way. `false` leaves
+    /// every piece of work to the proxies, as in delayq 0.1 (for comparisons
+    /// and tests).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let (tx, rx) = delayq::Builder::new().helping(false).build().unwrap();
+    /// tx.send_after("x", Duration::from_millis(1)).unwrap();
+    /// assert_eq!(rx.recv(), Ok("x"));
+    /// ```
+    pub fn helping(mut self, on: bool) -> Builder {
+        self.helping = on;
+        self
+    }
+
     /// Starts the two proxy threads and returns the queue's first handles.
     ///
     /// # Errors
@@ -297,6 +330,7 @@ impl Builder {
             egress_slots: self.egress_slots.min(cap),
             index: self.index,
             stage_ahead: self.stage_ahead,
+            helping: self.helping,
         };
         let chan = chan::start(&layout, self.clock, &self.prefix, self.nice)?;
         Ok((Sender::new(chan.clone()), Receiver::new(chan)))

@@ -1,7 +1,16 @@
-//! The dequeue proxy: moves items from the timer index to the egress ring once
-//! they are due within `stage_ahead`; the admission rule it applies after each
-//! round; and the handshake by which a mock clock's step waits for one of its
+//! The dequeue role and the dequeue proxy, its default performer: moves items
+//! from the timer index to the egress ring once they are due within
+//! `stage_ahead`; the admission rule it applies after each round; consumers'
+//! help; and the handshake by which a mock clock's step waits for one of its
 //! rounds (the counter is `rounds.rs`).
+//!
+//! Whoever performs a round holds the dequeue role (`role.rs`), so the index
+//! sees two performers at most, this role's and the enqueue role's. A consumer
+//! that finds nothing due in the egress while the index's next wake-up
+//! (`Shared::head`) has passed — the proxy is late, waiting for a CPU — runs
+//! one round itself if the role is free ([`help`]): it moves what is due (it
+//! stages nothing, and leaves the proxy's sleep plan alone, which stays
+//! correct: taking items out of the index only moves its head later).
 //!
 //! Each round it reads the clock once (`now`), then in ONE critical section of
 //! the timers lock moves every item due by `now + stage_ahead` (as many as the
@@ -15,6 +24,7 @@
 use crate::admission::Reason;
 use crate::clock::{Clock, NEVER};
 use crate::cmd::Cmd;
+use crate::enqueue;
 use crate::shared::Shared;
 use crate::sync::{fence, lock, set_timer_slack, Ordering, Parker};
 use crate::waiters::block_on;
@@ -37,8 +47,10 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         if counted {
             shared.rounds.start();
         }
+        let role = shared.roles.dequeue.acquire(parker);
         let now = delivery_now(shared);
-        let r = round(shared, now);
+        let r = round(shared, now, By::Proxy);
+        drop(role);
         // Planted bug for the loom suite: publishing the plan in a second critical
         // section opens the "looked at the head, then slept" window that the Go
         // timing-wheel library's delay queue describes in its comments.
@@ -76,6 +88,36 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
     }
 }
 
+/// A consumer's help (module docs): if the index's next wake-up has passed
+/// and nobody performs the dequeue role, one round that moves what is due.
+/// Returns `true` if it moved anything (the caller then looks again).
+pub(crate) fn help<T>(shared: &Shared<T>) -> bool {
+    // Relaxed: a hint (`Shared::head`).
+    let head = shared.head.load(Ordering::Relaxed);
+    if !shared.helping || head == NEVER {
+        return false;
+    }
+    let now = delivery_now(shared);
+    if head > now {
+        return false;
+    }
+    let Some(role) = shared.roles.dequeue.try_acquire() else { return false };
+    let r = round(shared, now, By::Client);
+    drop(role);
+    r.due > 0
+}
+
+/// Who performs a round.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum By {
+    /// The dequeue proxy: it stages ahead, records its sleep plan and reads
+    /// the lead (it is the one that sleeps on the index's deadlines).
+    Proxy,
+    /// A consumer: moves due items only; the proxy's plan and the lead stay as
+    /// they are.
+    Client,
+}
+
 /// What a round did and what the proxy does next.
 struct Round {
     /// Entries pushed into the egress that were due.
@@ -101,8 +143,9 @@ struct Round {
 /// stage_ahead` into the egress (as many as it has room for), recalling staged
 /// entries that an earlier item must precede, then reads the new head and
 /// records the sleep plan.
-fn round<T>(shared: &Shared<T>, now: u64) -> Round {
-    let horizon = now.saturating_add(shared.stage_ahead).min(NEVER - 1);
+fn round<T>(shared: &Shared<T>, now: u64, by: By) -> Round {
+    let ahead = if by == By::Proxy { shared.stage_ahead } else { 0 };
+    let horizon = now.saturating_add(ahead).min(NEVER - 1);
     let mut t = lock(&shared.timers);
     let t = &mut *t;
     let fell_due = t.staged.prune(&shared.egress, now);
@@ -137,13 +180,28 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
             Err(_) => unreachable!("egress ring refused a push below capacity"),
         }
     }
+    let next = t.index.next_wake();
+    shared.publish_head(next);
+    let plan = Sleep::plan(next, due_left);
+    if by == By::Client {
+        let full = shared.egress.is_full();
+        return Round {
+            due,
+            staged,
+            fell_due,
+            plan,
+            full,
+            first_staged: None,
+            lead: None,
+            staged_wake: None,
+        };
+    }
     // SeqCst: the proxy's half of the lead hand-off (`lead.rs`): our pushes,
     // then the leader's deadline.
     fence(Ordering::SeqCst);
     let lead = shared.lead.current();
     let first_staged = t.staged.first();
     let staged_wake = first_staged.filter(|&f| lead.map_or(true, |l| l > f));
-    let plan = Sleep::plan(t.index.next_wake(), due_left);
     #[cfg(not(delayq_bug_lost_wakeup))]
     {
         t.sleep = plan;
@@ -205,7 +263,7 @@ fn delivery_now<T>(shared: &Shared<T>) -> u64 {
 pub(crate) fn clock_moved<T>(shared: &Shared<T>) {
     let r = &shared.rounds;
     let (answer, reply) = crate::oneshot::pair();
-    if shared.command(Cmd::Sync { answer }) && reply.wait().is_some() {
+    if enqueue::command(shared, Cmd::Sync { answer }) && reply.wait().is_some() {
         // Every earlier send is in the index: now the proxy may see the step.
         // SeqCst: see `delivery_now`.
         r.step_to(shared.now_ticks());

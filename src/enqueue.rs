@@ -1,20 +1,41 @@
-//! The enqueue proxy: the only writer of new entries into the timer index.
+//! The enqueue role: draining the ingress into the timer index, and the
+//! enqueue proxy, its default performer.
 //!
-//! Each wakeup it drains up to `BATCH` commands from the ingress and applies them
-//! all in ONE critical section of the timers lock (flat combining: one lock
-//! round-trip and at most one dequeue-proxy wakeup per batch, not per item). It
-//! answers commands and wakes anyone only after releasing the lock. With nothing
-//! to do it parks on its [`Bell`](crate::wakeup::Bell); it has no timer.
+//! Whoever holds the role (`role.rs`) drains up to `BATCH` commands from the
+//! ingress and applies them all in ONE critical section of the timers lock
+//! (flat combining: one lock round-trip and at most one dequeue-proxy wakeup
+//! per batch, not per item), then answers commands and wakes anyone only after
+//! releasing the lock. The proxy thread does this whenever it is awake; with
+//! nothing to do it parks on its [`Bell`](crate::wakeup::Bell) (it has no
+//! timer). A client whose push finds it parked takes the role instead of
+//! waking it, if the role is free ([`hand_over`]): it drains up to
+//! `HELP_BATCH` commands, its own among them, releases the role, and rings the
+//! proxy only if commands are left. So the paced case (a push now and then)
+//! costs no wake-up of the proxy, and the saturated case (the proxy awake, so
+//! nobody helps) is the proxy's as before.
+//!
+//! Why no command is left behind: a pusher publishes its command, fences
+//! (SeqCst) and reads the bell's `sleeping` flag. If the flag is clear the
+//! proxy is awake and re-checks the ingress before it parks (the bell's
+//! store-buffering pair, `wakeup.rs`). If it is set, the pusher either takes
+//! the role, drains, and rings if anything is left (its own command among it,
+//! or one still being written), or finds the role held and rings: the proxy
+//! wakes, waits for the role (`Role::acquire`) and drains the rest.
 
 use crate::admission::{Reason, INGRESS_OPEN};
 use crate::cmd::Cmd;
 use crate::contain::drop_contained;
 use crate::oneshot::Answer;
+use crate::role::help_or_ring;
 use crate::shared::{Shared, Timers};
 use crate::sync::{lock, yield_now, Parker};
 
 /// Commands applied per lock round-trip at most.
 pub(crate) const BATCH: usize = 1024;
+
+/// Commands a helping client drains at most: a bound on the work a send may
+/// do for others (a few microseconds); the proxy does the rest.
+const HELP_BATCH: usize = 64;
 
 /// An answer to send once the lock is released.
 enum Done<T> {
@@ -41,15 +62,15 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
     let mut batch: Vec<Cmd<T>> = Vec::with_capacity(BATCH);
     let mut done: Vec<Done<T>> = Vec::new();
     loop {
+        let role = shared.roles.enqueue.acquire(parker);
         if shared.counter.is_disconnected() {
-            return wind_down(shared);
+            wind_down(shared);
+            drop(role);
+            return;
         }
-        shared.ingress.drain_into(&mut batch, BATCH);
-        if !shared.clock.is_mock() {
-            admit(shared, batch.len());
-        }
-        if !batch.is_empty() {
-            apply(shared, &mut batch, &mut done);
+        let drained = drain_and_apply(shared, &mut batch, &mut done, BATCH);
+        drop(role);
+        if drained > 0 {
             continue;
         }
         // Idle: register, re-check, park (wakeup mechanism 2).
@@ -68,6 +89,52 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         parker.park(None);
         bell.awake();
     }
+}
+
+/// Hands the enqueue role a command: pushes it into the ingress, then wakes
+/// the proxy or performs the role ([`hand_over`]). `false` if the queue is
+/// disconnected (the command, and any answer it expects, are dropped).
+pub(crate) fn command<T>(shared: &Shared<T>, cmd: Cmd<T>) -> bool {
+    if shared.ingress.push(cmd).is_err() {
+        return false;
+    }
+    hand_over(shared);
+    true
+}
+
+/// After a push into the ingress: makes sure somebody performs the enqueue
+/// role for it (module docs). Wakes the proxy only if it is parked and the
+/// role cannot be taken here (or helping is off).
+pub(crate) fn hand_over<T>(shared: &Shared<T>) {
+    help_or_ring(
+        &shared.signals.enqueue,
+        &shared.roles.enqueue,
+        shared.helping,
+        || !shared.ingress.is_empty(),
+        || {
+            let (mut batch, mut done) = (Vec::new(), Vec::new());
+            drain_and_apply(shared, &mut batch, &mut done, HELP_BATCH);
+        },
+    );
+}
+
+/// One drain of up to `max` commands and their application; the caller holds
+/// the enqueue role. Returns how many commands it applied.
+fn drain_and_apply<T>(
+    shared: &Shared<T>,
+    batch: &mut Vec<Cmd<T>>,
+    done: &mut Vec<Done<T>>,
+    max: usize,
+) -> usize {
+    shared.ingress.drain_into(batch, max);
+    let n = batch.len();
+    if !shared.clock.is_mock() {
+        admit(shared, n);
+    }
+    if n > 0 {
+        apply(shared, batch, done);
+    }
+    n
 }
 
 /// The admission rule of the enqueue proxy, after a drain of `drained`
@@ -145,6 +212,9 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                     done.push(Done::All(answer, all.into_iter().map(|(d, _, item)| (d, item)).collect()));
                 }
             }
+        }
+        if earliest.is_some() || made_room || released > 0 {
+            shared.publish_head(t.index.next_wake());
         }
         t.sleep.must_wake_for(earliest)
     };

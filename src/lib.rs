@@ -155,6 +155,7 @@ mod receiver;
 #[cfg(feature = "async")]
 mod recv_future;
 mod ring;
+mod role;
 mod rounds;
 #[cfg(feature = "async")]
 mod send_future;

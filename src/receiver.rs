@@ -3,7 +3,9 @@
 
 use crate::chan::Chan;
 use crate::cmd::Cmd;
+use crate::dequeue;
 use crate::egress::{Due, Look};
+use crate::enqueue;
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::expired::Expired;
 use crate::key::Key;
@@ -19,19 +21,28 @@ use std::time::{Duration, Instant};
 /// A due item as it leaves the egress ring: `(deadline ticks, key, item)`.
 pub(crate) type Raw<T> = Due<T>;
 
-/// One look at the egress ring: takes the oldest entry if it is due.
+/// One look at the egress ring: takes the oldest entry if it is due. Finding
+/// nothing due while the dequeue proxy is late (the index's next wake-up has
+/// passed), it moves what is due itself if the dequeue role is free
+/// (`dequeue::help`), and looks once more.
 fn look<T>(s: &Shared<T>) -> Look<T> {
-    let took = s.egress.take(|| s.now_ticks());
-    match took.look {
-        Look::Item(entry) => {
-            taken(s, 1);
-            Look::Item(entry)
-        }
-        other => {
-            if took.skipped > 0 {
-                made_room(s);
+    let mut helped = false;
+    loop {
+        let took = s.egress.take(|| s.now_ticks());
+        match took.look {
+            Look::Item(entry) => {
+                taken(s, 1);
+                return Look::Item(entry);
             }
-            other
+            other => {
+                if took.skipped > 0 {
+                    made_room(s);
+                }
+                if helped || !dequeue::help(s) {
+                    return other;
+                }
+                helped = true;
+            }
         }
     }
 }
@@ -507,7 +518,7 @@ impl<T> Receiver<T> {
     pub fn peek_deadline(&self) -> Option<Instant> {
         let s = &self.chan.shared;
         let (answer, reply) = oneshot::pair();
-        if !s.command(Cmd::Peek { answer }) {
+        if !enqueue::command(s, Cmd::Peek { answer }) {
             return None;
         }
         reply.wait().flatten().map(|t| s.ticks.instant(t))
@@ -554,7 +565,7 @@ impl<T> Receiver<T> {
     pub fn take_pending(&self) -> Vec<(Instant, T)> {
         let s = &self.chan.shared;
         let (answer, reply) = oneshot::pair();
-        if !s.command(Cmd::TakePending { answer }) {
+        if !enqueue::command(s, Cmd::TakePending { answer }) {
             return Vec::new();
         }
         let all = reply.wait().unwrap_or_default();

@@ -5,6 +5,7 @@ use crate::admission::{Reason, INGRESS_DEEP, INGRESS_SAMPLE};
 use crate::chan::Chan;
 use crate::clock::Ticks;
 use crate::cmd::Cmd;
+use crate::enqueue;
 use crate::error::{SendError, SendTimeoutError, TrySendError};
 use crate::key::Key;
 use crate::oneshot;
@@ -72,7 +73,7 @@ fn send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<u64, Sen
         let Cmd::Insert { item, .. } = cmd else { unreachable!("pushed an insert") };
         return Err(SendFail::Disconnected(item));
     }
-    s.signals.enqueue.ring();
+    enqueue::hand_over(s);
     if let Wait::Until(until) = wait {
         pace(s, key, until);
     }
@@ -364,19 +365,28 @@ impl<T> Sender<T> {
         self.reschedule_ticks(key, Ticks::after(s.now_ticks(), delay))
     }
 
-    /// Removes an item that is not due yet and returns it — also one already
-    /// staged in the consumers' ring ahead of its deadline
-    /// ([`Builder::stage_ahead`](crate::Builder::stage_ahead)). An item already
-    /// due by the time the enqueue proxy applies the cancel can no longer be
-    /// cancelled, whether or not anyone has received it: it counts as delivered,
-    /// and `cancel` returns `None`.
+    /// Removes a pending item and returns it: `Some` while the item waits in
+    /// the timer index — **also once its deadline has passed**, as long as it
+    /// has not been handed to the consumers' ring (tokio-util's
+    /// `DelayQueue::remove` and Java's `DelayQueue.remove` likewise hand back
+    /// an expired item that nobody took) — and while it is staged in the
+    /// consumers' ring ahead of its deadline
+    /// ([`Builder::stage_ahead`](crate::Builder::stage_ahead)). `None` once it
+    /// was handed to the consumers' ring as due, whether or not anyone has
+    /// received it yet: from then on it counts as delivered.
+    ///
+    /// So for an item whose deadline has passed, the answer depends on a race
+    /// with the move into the ring (by the dequeue proxy, or by a consumer
+    /// that helps it): exactly one of "`cancel` returned it" and "a consumer
+    /// receives it" happens, never both, never neither.
     ///
     /// Also `None` if it was cancelled or taken before, if `key` belongs to another
-    /// queue, or if the queue is disconnected. Waits for the enqueue proxy to answer
-    /// (it applies commands in order, so a `cancel` never overtakes its own `send`).
-    /// Why due items are final: consumers take due items from a lock-free ring
-    /// without asking the proxies, with one CAS on the ring's head and no
-    /// per-entry check; [`Receiver::recv_entry`](crate::Receiver::recv_entry)
+    /// queue, or if the queue is disconnected. Waits for the enqueue role to
+    /// answer (commands apply in order, so a `cancel` never overtakes its own
+    /// `send`).
+    /// Why items in the ring are final once due: consumers take due items from a
+    /// lock-free ring without asking the proxies, with one CAS on the ring's head
+    /// and no per-entry check; [`Receiver::recv_entry`](crate::Receiver::recv_entry)
     /// tells a consumer the key of what it got, to settle a cancel/deliver race.
     ///
     /// # Examples
@@ -396,7 +406,7 @@ impl<T> Sender<T> {
             return None;
         }
         let (answer, reply) = oneshot::pair();
-        if !s.command(Cmd::Cancel { key: key.seq, answer }) {
+        if !enqueue::command(s, Cmd::Cancel { key: key.seq, answer }) {
             return None;
         }
         reply.wait().flatten()
@@ -429,13 +439,16 @@ impl<T> Sender<T> {
     pub fn discard(&self, key: Key) {
         let s = &self.chan.shared;
         if key.queue == s.id {
-            s.command(Cmd::Discard { key: key.seq });
+            enqueue::command(s, Cmd::Discard { key: key.seq });
         }
     }
 
-    /// Moves a pending item to a new deadline. `true` if it was pending; `false`
-    /// if it was delivered, cancelled, taken, unknown to this queue, or the queue
-    /// is disconnected. The key stays valid, and so does its rank among equal
+    /// Moves a pending item to a new deadline. `true` if it was pending — by
+    /// the same rule as [`cancel`](Sender::cancel): in the timer index, also
+    /// once its deadline has passed, or staged ahead of its deadline — and
+    /// `false` if it was handed to the consumers' ring as due (delivered, or
+    /// about to be), cancelled, taken, unknown to this queue, or the queue is
+    /// disconnected. The key stays valid, and so does its rank among equal
     /// deadlines (key order, see the crate docs).
     ///
     /// # Examples
@@ -460,7 +473,7 @@ impl<T> Sender<T> {
         }
         let (answer, reply) = oneshot::pair();
         let cmd = Cmd::Reschedule { key: key.seq, deadline, answer };
-        s.command(cmd) && reply.wait().unwrap_or(false)
+        enqueue::command(s, cmd) && reply.wait().unwrap_or(false)
     }
 
     /// Items sent and not yet received, cancelled or taken (exact once `send`

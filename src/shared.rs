@@ -20,6 +20,7 @@ use crate::egress::Egress;
 use crate::index::{Index, Kind};
 use crate::ingress::Ingress;
 use crate::lead::Lead;
+use crate::role::Role;
 use crate::rounds::Rounds;
 use crate::staging::Staged;
 use crate::sync::{AtomicU64, IdCounter, Mutex, Ordering, Unparker};
@@ -61,6 +62,8 @@ pub(crate) struct Layout {
     pub(crate) index: Kind,
     /// `Builder::stage_ahead`, if set.
     pub(crate) stage_ahead: Option<Duration>,
+    /// `Builder::helping`: clients may perform the proxies' roles.
+    pub(crate) helping: bool,
 }
 
 /// How far ahead of their deadline the dequeue proxy stages items on a system
@@ -84,6 +87,24 @@ pub(crate) struct Shared<T> {
     pub(crate) stage_ahead: u64,
     /// The consumer that waits for the oldest staged entry (`lead.rs`).
     pub(crate) lead: Lead,
+    /// The proxies' roles (`role.rs`): whoever holds one performs it.
+    pub(crate) roles: Roles,
+    /// `Builder::helping`: clients may take a role.
+    pub(crate) helping: bool,
+    /// The index's next wake-up (`Index::next_wake`, no later than its earliest
+    /// deadline; `NEVER` for none), published by whoever changed the index, for
+    /// consumers deciding whether to help (`dequeue::help`). A hint: a stale
+    /// value costs a missed or an empty help, never an item.
+    pub(crate) head: CachePadded<AtomicU64>,
+}
+
+/// The two proxies' roles.
+#[derive(Debug)]
+pub(crate) struct Roles {
+    /// Draining the ingress into the index.
+    pub(crate) enqueue: Role,
+    /// Moving due items from the index into the egress.
+    pub(crate) dequeue: Role,
 }
 
 impl<T> Shared<T> {
@@ -100,6 +121,9 @@ impl<T> Shared<T> {
             next_key: CachePadded::new(AtomicU64::new(1)),
             ingress: Ingress::new(layout.ingress_slots),
             egress: Egress::new(layout.egress_slots),
+            roles: Roles { enqueue: Role::new(enqueue.clone()), dequeue: Role::new(dequeue.clone()) },
+            helping: layout.helping,
+            head: CachePadded::new(AtomicU64::new(NEVER)),
             timers: Mutex::new(Timers {
                 index: Index::new(layout.index, now),
                 sleep: Sleep::Awake,
@@ -189,16 +213,11 @@ impl<T> Shared<T> {
         self.rounds.disconnected();
     }
 
-    /// Hands the enqueue proxy a command that expects an answer; `false` if the
-    /// queue is disconnected (the command, and its answer, are dropped).
-    pub(crate) fn command(&self, cmd: Cmd<T>) -> bool {
-        match self.ingress.push(cmd) {
-            Ok(()) => {
-                self.signals.enqueue.ring();
-                true
-            }
-            Err(_) => false,
-        }
+    /// Publishes the index's next wake-up for consumers (`head`). Under the
+    /// timers lock, after a change to the index.
+    pub(crate) fn publish_head(&self, next: Option<u64>) {
+        // Relaxed: a hint (see `head`).
+        self.head.store(next.unwrap_or(NEVER), Ordering::Relaxed);
     }
 }
 

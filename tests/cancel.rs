@@ -328,3 +328,27 @@ fn a_discarded_item_whose_drop_panics_does_not_kill_the_proxy() {
     assert!(std::sync::Arc::ptr_eq(&got.0, &flag));
     got.disarm();
 }
+
+/// An item whose deadline has passed but that still waits in the timer index
+/// (here: the consumers' ring is full) is still pending: `cancel` returns it
+/// and `reschedule` moves it (tokio-util's `remove` and Java's
+/// `DelayQueue.remove` hand back an expired item nobody took). Deterministic:
+/// a two-slot consumers' ring holds the first two due items, the third stays
+/// in the index.
+#[test]
+fn a_due_item_still_in_the_index_is_cancelled_and_returned() {
+    let clock = delayq::MockClock::new();
+    let (tx, rx) = delayq::Builder::new().clock(clock.clone()).egress_slots(2).build::<u32>().unwrap();
+    let at = clock.now() + ms(10);
+    let keys: Vec<Key> = (1..=4).map(|i| tx.send_at(i, at).unwrap()).collect();
+    clock.advance(ms(10));
+    assert_eq!(tx.cancel(keys[2]), Some(3), "due, in the index: cancellable");
+    assert!(tx.reschedule(keys[3], clock.now() + ms(5)), "due, in the index: reschedulable");
+    assert_eq!(tx.len(), 3);
+    assert_eq!(rx.try_recv(), Ok(1));
+    assert_eq!(rx.try_recv(), Ok(2));
+    assert_eq!(tx.cancel(keys[0]), None, "received: gone");
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "4 was moved 5 ms later");
+    clock.advance(ms(5));
+    assert_eq!(rx.try_recv(), Ok(4));
+}

@@ -114,7 +114,17 @@ fn assert_dropped_once(drops: &Drops, made: impl Fn(usize) -> bool) {
 }
 
 fn build<T: Send + 'static>(capacity: Option<usize>, clock: Option<&MockClock>) -> (Sender<T>, Receiver<T>) {
-    let mut b = Builder::new();
+    build_helping(capacity, clock, true)
+}
+
+/// As `build`, with `Builder::helping` set: off, every piece of work is the
+/// proxies'.
+fn build_helping<T: Send + 'static>(
+    capacity: Option<usize>,
+    clock: Option<&MockClock>,
+    helping: bool,
+) -> (Sender<T>, Receiver<T>) {
+    let mut b = Builder::new().helping(helping);
     if let Some(c) = capacity {
         b = b.capacity(c);
     }
@@ -237,7 +247,17 @@ fn check_outcomes(
 /// Real time: `producers` senders and `consumers` receivers on a pool of as many
 /// threads, delays up to `max_delay`, one cancel and one reschedule per 16 sends.
 fn system_clock_pipeline(capacity: Option<usize>, producers: usize, consumers: usize, per: usize) {
-    let name = format!("system_clock_pipeline(capacity {capacity:?})");
+    system_clock_pipeline_helping(capacity, producers, consumers, per, true);
+}
+
+fn system_clock_pipeline_helping(
+    capacity: Option<usize>,
+    producers: usize,
+    consumers: usize,
+    per: usize,
+    helping: bool,
+) {
+    let name = format!("system_clock_pipeline(capacity {capacity:?}, helping {helping})");
     let seed = seed(&name);
     let max_delay_us = 2_000;
     let total = producers * per;
@@ -246,7 +266,7 @@ fn system_clock_pipeline(capacity: Option<usize>, producers: usize, consumers: u
     let started = Instant::now();
     let (plogs, clogs) = watchdog(&name, limit(), move || {
         let drops = d2;
-        let (tx, rx) = build::<Counted>(capacity, None);
+        let (tx, rx) = build_helping::<Counted>(capacity, None, helping);
         let plogs = Mutex::new(Vec::new());
         let clogs = Mutex::new(Vec::new());
         let txs: Vec<_> = (0..producers).map(|_| tx.clone()).collect();
@@ -344,6 +364,13 @@ fn system_clock_unbounded_many_producers_and_consumers() {
 #[test]
 fn system_clock_bounded_many_producers_and_consumers() {
     system_clock_pipeline(Some(64), 8, 8, 12_000 * stress_scale());
+}
+
+/// The same pipelines with `Builder::helping(false)`: the proxies alone.
+#[test]
+fn system_clock_pipelines_without_helping() {
+    system_clock_pipeline_helping(None, 8, 8, 20_000 * stress_scale(), false);
+    system_clock_pipeline_helping(Some(64), 8, 8, 6_000 * stress_scale(), false);
 }
 
 /// Mock time, advanced by a driver thread while producers, cancellers and

@@ -55,8 +55,11 @@ OPTIONS:
   --n N               items per matrix run (default 2000000)
   --repeats R         repeats of every run; results.md shows min / median / max and
                       keeps the median-throughput one (paced: median p99) (default 3)
-  --impls a,b,...     subset of: delayq,delayq-bounded,delayq-nice,delayq-batch,delayq-async,std-heap,pl-heap,tokio-dq,skiplist,channel
-                      (default: all but delayq-nice, which needs CAP_SYS_NICE)
+  --impls a,b,...     subset of: delayq,delayq-bounded,delayq-nohelp,delayq-nice,delayq-batch,delayq-async,std-heap,pl-heap,tokio-dq,skiplist,channel
+                      (default: all but delayq-nice, which needs CAP_SYS_NICE, and
+                      delayq-nohelp, the A/B of Builder::helping(false)); the paced
+                      sweep adds a `floor` row at every rate (one thread sleeping
+                      until evenly spaced deadlines: how late a wake-up is here)
   --threads 1,4,16    producers = consumers per side (default 1,4,16)
   --delays 0,1,10     D values in ms (default 0,1,10)
   --paced-secs S      length of each paced run (default 3; 0 skips the sweep)
@@ -123,7 +126,11 @@ fn parse_options(args: &[String]) -> Options {
         quick: false,
         n: 2_000_000,
         repeats: 3,
-        impls: peers::ALL.iter().filter(|s| **s != "delayq-nice").map(|s| s.to_string()).collect(),
+        impls: peers::ALL
+            .iter()
+            .filter(|s| !matches!(**s, "delayq-nice" | "delayq-nohelp"))
+            .map(|s| s.to_string())
+            .collect(),
         matrix: Vec::new(),
         paced_secs: 3.0,
         rates: vec![20_000.0, 100_000.0, 400_000.0, 1_000_000.0],
@@ -277,6 +284,8 @@ fn main() {
                 for name in &o.impls {
                     push(Kind::Paced, name, 16, n, Duration::from_millis(1), Pace::Rate(rate));
                 }
+                // The floor: how late a sleeping thread wakes at this rate.
+                push(Kind::Paced, "floor", 1, n, Duration::from_millis(1), Pace::Rate(rate));
             }
         }
         for &cap in &o.overload_caps {
@@ -541,7 +550,10 @@ fn child(args: &[String]) {
             _ => Pace::Unthrottled,
         },
     };
-    let plumbing = peers::build(name, cfg.producers, cfg.consumers);
-    let o = workload::run(&cfg, plumbing);
+    let o = if name == "floor" {
+        workload::floor(&cfg)
+    } else {
+        workload::run(&cfg, peers::build(name, cfg.producers, cfg.consumers))
+    };
     println!("RESULT {}", Measured::from_outcome(&cfg, &o).encode());
 }

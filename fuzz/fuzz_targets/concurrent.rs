@@ -42,6 +42,9 @@ struct Input {
     /// clock's default is no staging): receives, cancels and reschedules then
     /// race items in the consumers' ring that are not due yet.
     stage: bool,
+    /// `Builder::helping(false)`: the proxies alone perform their roles
+    /// (otherwise clients that find a proxy parked or late perform them).
+    no_help: bool,
     ops: Vec<Vec<TOp>>,
 }
 
@@ -250,6 +253,7 @@ fuzz_target!(|input: Input| {
     if let Some(c) = capacity {
         b = b.capacity(c);
     }
+    b = b.helping(!input.no_help);
     if input.stage {
         b = b.stage_ahead(ms(5));
     }

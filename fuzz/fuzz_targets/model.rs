@@ -69,6 +69,9 @@ struct Input {
     heap: bool,
     /// `None`: unbounded; `Some(c)`: bounded to `c % 32 + 1`.
     capacity: Option<u8>,
+    /// `Builder::helping(false)`: the proxies alone perform their roles
+    /// (otherwise clients that find a proxy parked or late perform them).
+    no_help: bool,
     ops: Vec<Op>,
 }
 
@@ -839,6 +842,7 @@ fuzz_target!(|input: Input| {
     if let Some(c) = capacity {
         b = b.capacity(c);
     }
+    b = b.helping(!input.no_help);
     let (tx, rx) = b.build::<Item>().expect("build");
     let ticks = Ticks::new(start);
     let tracker = Tracker::new();

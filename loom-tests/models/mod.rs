@@ -17,6 +17,7 @@ mod egress;
 mod harness;
 mod ingress;
 mod ring;
+mod role;
 mod wakeup;
 
 use self::harness::model;

@@ -2,6 +2,9 @@
 //! `Plumbing`: `delayq` itself and the peers a Rust user would otherwise pick.
 //!
 //! - `delayq`, `delayq-bounded` (capacity [`BOUNDED_CAP`]): consumers call `recv`.
+//! - `delayq-nohelp`: `delayq` with `Builder::helping(false)`: client threads
+//!   never perform a proxy's role, the two proxy threads do all the work (the
+//!   A/B of the role design).
 //! - `delayq-nice`: `delayq` with `Builder::proxy_nice(`[`NICE`]`)`: its two proxy
 //!   threads at a higher scheduler weight than the 2 × P client threads. Needs
 //!   `CAP_SYS_NICE` (root, or a permissive `RLIMIT_NICE`); without it the run fails
@@ -42,6 +45,7 @@ pub const NICE: i32 = -10;
 pub const ALL: &[&str] = &[
     "delayq",
     "delayq-bounded",
+    "delayq-nohelp",
     "delayq-nice",
     "delayq-batch",
     "delayq-async",
@@ -63,6 +67,10 @@ pub fn build(name: &str, p: usize, c: usize) -> Plumbing {
             delayq_plumbing(delayq::bounded(cap), p, c, false)
         }
         "delayq-batch" => delayq_plumbing(delayq::unbounded(), p, c, true),
+        // Every piece of work left to the proxy threads (`Builder::helping(false)`).
+        "delayq-nohelp" => {
+            delayq_plumbing(delayq::Builder::new().helping(false).build().expect("build"), p, c, false)
+        }
         "delayq-nice" => {
             let q = delayq::Builder::new().proxy_nice(NICE).build().unwrap_or_else(|e| {
                 panic!("delayq-nice: {e} (proxy_nice({NICE}) needs CAP_SYS_NICE or a permissive RLIMIT_NICE)")

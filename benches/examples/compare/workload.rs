@@ -314,3 +314,39 @@ pub fn run(cfg: &Config, plumbing: Plumbing) -> Outcome {
         helper_cpu: Duration::from_nanos(helper_ns),
     }
 }
+
+/// The floor of lateness on this machine at a paced rate: one thread sleeping
+/// (`thread::sleep`, the default timer slack, like every consumer thread of
+/// the workload) until evenly spaced deadlines, `cfg.items` of them at the
+/// offered rate, each lateness recorded as a consumer records an item's. No
+/// queue can deliver an item to a sleeping consumer sooner than its thread
+/// wakes up (Debian's `cyclictest` measures the same thing), so every paced
+/// lateness reads as × this. Throughput is the offered rate by construction.
+pub fn floor(cfg: &Config) -> Outcome {
+    let Pace::Rate(rate) = cfg.pace else { panic!("floor: a paced rate is needed") };
+    let mut late = Hist::default();
+    let cpu0 = crate::sys::rusage_cpu();
+    let start = Instant::now();
+    // The first deadline 1 ms out, so the first sleep is a real one.
+    let first = start + Duration::from_millis(1);
+    for i in 0..cfg.items {
+        let deadline = first + Duration::from_secs_f64(i as f64 / rate);
+        let now = Instant::now();
+        if deadline > now {
+            thread::sleep(deadline - now);
+        }
+        late.record(Instant::now().saturating_duration_since(deadline).as_nanos() as u64);
+    }
+    Outcome {
+        wall: start.elapsed(),
+        cpu: crate::sys::rusage_cpu().saturating_sub(cpu0),
+        received: cfg.items as u64,
+        lost: 0,
+        duplicated: 0,
+        early: 0,
+        earliest_ns: 0,
+        late,
+        peak_rss: crate::sys::peak_rss(),
+        helper_cpu: Duration::ZERO,
+    }
+}
