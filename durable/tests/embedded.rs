@@ -456,3 +456,33 @@ fn a_file_overwritten_under_an_open_queue_gives_errors_never_a_hang() {
     within("dropping the queue", move || drop(q2));
     within("dropping the last handle", move || drop(q));
 }
+
+#[cfg(feature = "serde")]
+#[test]
+fn typed_refuses_at_send_a_value_it_could_not_read_back() {
+    // Issue 22.3c: NaN and infinities serialise to JSON `null`; `send` said
+    // `Ok` and every `reserve` then failed with `Codec` until the job died.
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+    struct Reading {
+        sensor: u32,
+        value: f64,
+    }
+    let dir = TempDir::new("typed");
+    let raw = DurableQueue::open(dir.file("q.redb")).unwrap();
+    use delayq_durable::Typed;
+    let floats: Typed<f64> = Typed::new(raw.clone());
+    let readings: Typed<Reading> = Typed::new(raw.clone());
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let err = floats.send_after(&bad, ms(0)).expect_err("a non-finite float was stored");
+        assert!(matches!(err, DurableError::Codec(_)), "{bad}: {err:?}");
+        let err = readings.send_after(&Reading { sensor: 1, value: bad }, ms(0)).unwrap_err();
+        assert!(matches!(err, DurableError::Codec(_)), "{bad} in a struct: {err:?}");
+        let err = floats.send_at(&bad, SystemTime::now()).unwrap_err();
+        assert!(matches!(err, DurableError::Codec(_)), "send_at {bad}: {err:?}");
+    }
+    assert_eq!(raw.len().unwrap(), 0, "nothing was stored");
+    readings.send_after(&Reading { sensor: 2, value: -0.5 }, ms(0)).unwrap();
+    let job = readings.reserve(LEASE).unwrap();
+    assert_eq!(job.value(), &Reading { sensor: 2, value: -0.5 });
+    assert!(readings.ack(&job).unwrap());
+}
