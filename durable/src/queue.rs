@@ -197,7 +197,7 @@ impl DurableQueue {
     /// # Errors
     ///
     /// [`DurableError::PayloadTooLarge`], [`DurableError::DeadlineOutOfRange`]
-    /// (after 2554), [`DurableError::Closed`], or a storage error — in each case
+    /// (more than about 142 years ahead), [`DurableError::Closed`], or a storage error — in each case
     /// nothing was stored.
     ///
     /// # Examples
