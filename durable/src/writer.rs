@@ -19,7 +19,9 @@
 //! generation still matches (nothing changed it since the timer was armed) and
 //! the wall clock has reached the due time (never early by wall clock, even if
 //! the monotonic clock the timer ran on drifted from it or the wall clock was
-//! stepped back).
+//! stepped back). A forward step of the wall clock by X is not seen by timers
+//! already armed (monotonic delays): they fire up to X late, never early; see
+//! "Wall-clock steps" on `DurableQueue`.
 //!
 //! Panics: redb can panic on a file damaged under it ("entered unreachable
 //! code" on an overwritten page). Every storage call the writer makes — the
