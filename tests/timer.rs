@@ -3,7 +3,7 @@
 //! (a callback's message, a condition), never for "long enough".
 
 mod common;
-use common::{join, ms, secs, spawn, wait_for, Bomb, WAIT};
+use common::{join, ms, scale, secs, spawn, wait_for, Bomb, WAIT};
 use delayq::timer::{BuildError, MissedTicks, Scheduler, TimerId};
 use delayq::MockClock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -19,12 +19,17 @@ fn mock(threads: usize) -> (Scheduler, MockClock) {
 
 /// With one worker thread, returns once every run due by now has finished (and
 /// left `len`): runs start in due order, one after the other, and the marker
-/// scheduled now is due after all of them.
+/// scheduled now is due after all of them. The marker repeats (once a year), so
+/// that cancelling it from here takes it out of `len` even while its run has not
+/// quite ended (a started one-shot cannot be cancelled).
 fn settle(s: &Scheduler, clock: &MockClock) {
     let (tx, rx) = mpsc::channel();
-    let marker = s.schedule_at(clock.now(), move || tx.send(()).unwrap());
+    let year = secs(365 * 86_400);
+    let marker = s.schedule_every(clock.now(), year, MissedTicks::Skip, move || {
+        let _ = tx.send(()); // the receiver is gone if a later run ever happened
+    });
     rx.recv_timeout(WAIT).expect("the scheduler stalled");
-    s.cancel(marker); // it ran; this takes it out of `len` if its run has not quite ended
+    assert!(s.cancel(marker), "a repeating marker is live until cancelled");
 }
 
 /// A callback that sends the mock time of each run, relative to `start`.
@@ -210,7 +215,8 @@ fn cancel_from_inside_its_own_callback_stops_a_repeating_timer() {
 }
 
 #[test]
-fn a_one_shot_cancelling_itself_gets_true() {
+fn a_one_shot_cancelling_itself_gets_false() {
+    // Its callback has started: nothing is left to prevent.
     let (s, clock) = mock(1);
     let me: Arc<OnceLock<TimerId>> = Arc::new(OnceLock::new());
     let (tx, rx) = mpsc::channel();
@@ -218,7 +224,8 @@ fn a_one_shot_cancelling_itself_gets_true() {
     let id = s.schedule_at(clock.now() + secs(1), move || tx.send(s2.cancel(*me2.get().unwrap())).unwrap());
     me.set(id).unwrap();
     clock.advance(secs(1));
-    assert_eq!(rx.recv_timeout(WAIT), Ok(true));
+    assert_eq!(rx.recv_timeout(WAIT), Ok(false));
+    settle(&s, &clock);
     assert!(s.is_empty());
 }
 
@@ -237,8 +244,8 @@ fn callbacks_run_on_the_worker_pool_not_on_the_queue_threads() {
 }
 
 #[test]
-fn cancel_of_a_running_one_shot_is_true_and_ends_it() {
-    let (s, clock) = mock(2);
+fn cancel_of_a_running_one_shot_is_false_and_it_finishes() {
+    let (s, clock) = mock(1);
     let (started_tx, started) = mpsc::channel();
     let (open, gate) = mpsc::channel::<()>();
     let id = s.schedule_at(clock.now(), move || {
@@ -247,10 +254,98 @@ fn cancel_of_a_running_one_shot_is_true_and_ends_it() {
     });
     started.recv_timeout(WAIT).unwrap();
     assert_eq!(s.len(), 1); // running counts
-    assert!(s.cancel(id));
-    assert_eq!(s.len(), 0);
+    assert!(!s.cancel(id), "its callback has started");
+    assert_eq!(s.len(), 1); // a `false` cancel changes nothing
     open.send(()).unwrap();
+    settle(&s, &clock);
+    assert_eq!(s.len(), 0);
     assert!(!s.cancel(id));
+}
+
+/// Sends its timer's index when dropped: after a callback ran (its captures
+/// drop when it returns) or when the scheduler dropped it unrun.
+struct Gone(usize, Sender<usize>);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        let _ = self.1.send(self.0);
+    }
+}
+
+/// xorshift64*: a reproducible shuffle without a dependency.
+fn shuffle<T>(v: &mut [T], seed: &mut u64) {
+    for i in (1..v.len()).rev() {
+        *seed ^= *seed >> 12;
+        *seed ^= *seed << 25;
+        *seed ^= *seed >> 27;
+        let r = seed.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        v.swap(i, (r % (i as u64 + 1)) as usize);
+    }
+}
+
+#[test]
+fn a_one_shot_cancel_is_true_exactly_when_its_callback_never_starts() {
+    // Issue 22.1: `execute` checked the timer was live, then called it without
+    // claiming it, so a `cancel` in between (or during the run) said `true` for
+    // a callback that ran. 24 one-shots share a deadline; one thread moves the
+    // clock to it while this one cancels them in random order, with a random
+    // head start. Each timer must end with exactly one of "cancel returned
+    // true" and "its callback started".
+    const TIMERS: usize = 24;
+    let rounds = 2_000 * scale();
+    let (s, clock) = mock(4);
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let (gone_tx, gone) = mpsc::channel();
+    let (mut both, mut neither) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let ran: Arc<Vec<AtomicBool>> = Arc::new((0..TIMERS).map(|_| AtomicBool::new(false)).collect());
+        let due = clock.now() + ms(1);
+        let mut ids: Vec<(usize, TimerId)> = (0..TIMERS)
+            .map(|i| {
+                let (ran, gone) = (ran.clone(), Gone(i, gone_tx.clone()));
+                (
+                    i,
+                    s.schedule_at(due, move || {
+                        let _gone = gone;
+                        ran[i].store(true, Ordering::SeqCst);
+                    }),
+                )
+            })
+            .collect();
+        shuffle(&mut ids, &mut seed);
+        let head_start = (seed % 64) as usize;
+        let start = Arc::new(Barrier::new(2));
+        let (c, st) = (clock.clone(), start.clone());
+        let mover = spawn(move || {
+            st.wait();
+            c.advance(ms(1));
+        });
+        start.wait();
+        for _ in 0..head_start {
+            std::hint::spin_loop();
+        }
+        let cancelled: Vec<(usize, bool)> = ids.iter().map(|&(i, id)| (i, s.cancel(id))).collect();
+        join(mover);
+        // Every callback has run or been dropped unrun once all 24 are gone.
+        for _ in 0..TIMERS {
+            gone.recv_timeout(WAIT).expect("a timer was neither run nor dropped");
+        }
+        for (i, was_cancelled) in cancelled {
+            match (was_cancelled, ran[i].load(Ordering::SeqCst)) {
+                (true, true) => both.push((round, i)),
+                (false, false) => neither.push((round, i)),
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        both.is_empty() && neither.is_empty(),
+        "cancel true and ran: {} {:?}; cancel false and never ran: {} {:?} ({rounds} rounds)",
+        both.len(),
+        &both[..both.len().min(5)],
+        neither.len(),
+        &neither[..neither.len().min(5)],
+    );
 }
 
 #[test]

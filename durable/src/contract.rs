@@ -36,7 +36,9 @@ use crate::queue::DurableQueue;
 /// # drop(q); std::fs::remove_dir_all(&dir).unwrap();
 /// ```
 pub trait JobQueue: Send + Sync {
-    /// Stores a job due at `at` (wall clock; the server's for Redis).
+    /// Stores a job due at `at` (wall clock; the server's for Redis). A deadline
+    /// more than 2^52 µs (about 142.7 years) ahead is
+    /// [`DeadlineOutOfRange`](DurableError::DeadlineOutOfRange) on every backend.
     fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError>;
     /// Stores a job due `delay` from now (by the queue's clock).
     fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError>;
@@ -46,7 +48,9 @@ pub trait JobQueue: Send + Sync {
     fn reserve(&self, lease: Duration) -> Result<Job, DurableError>;
     /// As `reserve`, `Ok(None)` after `timeout`.
     fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError>;
-    /// Waits up to `timeout` for due jobs, then leases up to `max` of them at once.
+    /// Waits up to `timeout` for due jobs, then leases up to `max` of them at
+    /// once (any `max` ≥ 1, `usize::MAX` included; Redis leases at most 1000
+    /// per call, the embedded file as many as are due).
     fn reserve_many(&self, lease: Duration, max: usize, timeout: Duration) -> Result<Vec<Job>, DurableError>;
     /// Deletes a job the caller holds the lease of; `Ok(false)` if the lease is not the caller's any more.
     fn ack(&self, job: &Job) -> Result<bool, DurableError>;
@@ -66,7 +70,7 @@ pub trait JobQueue: Send + Sync {
     }
     /// Jobs by state.
     fn stats(&self) -> Result<Stats, DurableError>;
-    /// Up to `limit` dead jobs.
+    /// Up to `limit` dead jobs (any `limit`; `usize::MAX` lists them all).
     fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError>;
     /// Moves a dead job back to pending, due at `at`.
     fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError>;

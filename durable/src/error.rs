@@ -43,8 +43,9 @@ pub enum DurableError {
         /// The limit in bytes.
         max: usize,
     },
-    /// A deadline the store cannot represent: after 2554-07-21 (the last
-    /// nanosecond a `u64` counts from the Unix epoch). Nothing was stored.
+    /// A deadline more than 2^52 µs (about 142.7 years) from now, the furthest
+    /// every backend represents exactly (Redis keeps times as µs in Lua's
+    /// doubles); both backends accept the same range. Nothing was stored.
     DeadlineOutOfRange,
     /// An argument out of range (a zero lease, a zero `max_attempts`, a batch
     /// limit of zero); the message names it.
@@ -73,9 +74,9 @@ impl fmt::Display for DurableError {
             DurableError::PayloadTooLarge { len, max } => {
                 write!(f, "payload of {len} bytes is over the limit of {max} bytes")
             }
-            DurableError::DeadlineOutOfRange => {
-                f.write_str("deadline is after 2554-07-21, the last instant the store can represent")
-            }
+            DurableError::DeadlineOutOfRange => f.write_str(
+                "deadline is more than 2^52 µs (about 142 years) from now, the furthest a queue accepts",
+            ),
             DurableError::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             DurableError::Closed => f.write_str("the durable queue is closed"),
             DurableError::Codec(msg) => write!(f, "payload codec: {msg}"),

@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::error::DurableError;
 
 /// A job's id: unique within one queue (database file or Redis queue name) for
-/// the queue's whole life, never reused.
+/// the queue's whole life, never reused — unless a Redis server loses its data
+/// (`FLUSHALL`, a restart without persistence): its id counter then starts
+/// again. Lease tokens are random, so a stale ack still matches nothing.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct JobId(pub u64);
 
@@ -96,9 +98,23 @@ pub struct Stats {
     pub dead: u64,
 }
 
-/// `at` as nanoseconds since the Unix epoch; a time before the epoch is 0 (due
-/// at once), one past the last representable nanosecond is an error.
+/// The furthest ahead a deadline may be, on every backend: 2^52 µs, about
+/// 142.7 years. Redis keeps times as µs in Lua's doubles, exact below 2^53,
+/// and takes a deadline as a delay from its own now; the file could go to
+/// 2554, but then a job accepted by one backend would be refused by the other.
+pub(crate) const MAX_AHEAD: Duration = Duration::from_micros(1 << 52);
+
+/// A deadline `at` as nanoseconds since the Unix epoch; a time before the
+/// epoch is 0 (due at once), one more than [`MAX_AHEAD`] from now is an error.
 pub(crate) fn to_nanos(at: SystemTime) -> Result<u64, DurableError> {
+    if SystemTime::now().checked_add(MAX_AHEAD).is_some_and(|last| at > last) {
+        return Err(DurableError::DeadlineOutOfRange);
+    }
+    epoch_nanos(at)
+}
+
+/// `at` as nanoseconds since the Unix epoch (0 before it).
+fn epoch_nanos(at: SystemTime) -> Result<u64, DurableError> {
     match at.duration_since(UNIX_EPOCH) {
         Ok(d) => u64::try_from(d.as_nanos()).map_err(|_| DurableError::DeadlineOutOfRange),
         Err(_) => Ok(0),
@@ -111,11 +127,14 @@ pub(crate) fn from_nanos(nanos: u64) -> SystemTime {
 
 /// Wall-clock now in nanoseconds (a clock before 1970 reads as 0).
 pub(crate) fn now_nanos() -> u64 {
-    to_nanos(SystemTime::now()).unwrap_or(u64::MAX)
+    epoch_nanos(SystemTime::now()).unwrap_or(u64::MAX)
 }
 
-/// `now + delay` in nanoseconds, or an error past 2554.
+/// `now + delay` in nanoseconds, or an error for a delay over [`MAX_AHEAD`].
 pub(crate) fn after_nanos(delay: Duration) -> Result<u64, DurableError> {
+    if delay > MAX_AHEAD {
+        return Err(DurableError::DeadlineOutOfRange);
+    }
     let at = SystemTime::now().checked_add(delay).ok_or(DurableError::DeadlineOutOfRange)?;
-    to_nanos(at)
+    epoch_nanos(at)
 }

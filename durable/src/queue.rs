@@ -57,6 +57,14 @@ use crate::writer::{self, storage_error, Counters, Mailbox, Op, Timer, Writer, J
 ///   no CPU. A due timer is checked against the record and the wall clock
 ///   before the job is leased, so a job is never handed out before its
 ///   deadline by the wall clock.
+/// - **Wall-clock steps**: a timer is armed as a monotonic delay, `due − now`
+///   by the wall clock when it is armed. A step *back* is caught by that check
+///   (the timer is re-armed for the rest: never early). A step *forward* by X
+///   is not seen by timers already armed: each fires up to X late by the new
+///   wall clock (on time by elapsed time), never early. Timers armed after the
+///   step (sends, nacks, leases, extends) are on time, and reopening the queue
+///   re-arms every timer from the wall clock. Checking for steps would need a
+///   periodic wake-up, which an idle queue does not have.
 /// - **Leases**: `reserve` gives the job a fresh lease token; `ack`, `nack`
 ///   and `extend` act only with the current token, so a worker whose lease
 ///   expired and whose job went to another worker cannot ack it (`Ok(false)`).
@@ -197,7 +205,7 @@ impl DurableQueue {
     /// # Errors
     ///
     /// [`DurableError::PayloadTooLarge`], [`DurableError::DeadlineOutOfRange`]
-    /// (after 2554), [`DurableError::Closed`], or a storage error — in each case
+    /// (more than about 142 years ahead), [`DurableError::Closed`], or a storage error — in each case
     /// nothing was stored.
     ///
     /// # Examples

@@ -15,6 +15,12 @@ use crate::queue::DurableQueue;
 /// A [`JobQueue`] whose payloads are values of `T`, encoded as JSON (readable
 /// in the file or in Redis, and stable across versions of this crate).
 ///
+/// `send_*` refuse, with [`DurableError::Codec`] and nothing stored, a value
+/// whose JSON does not decode back as `T`: JSON has no NaN or infinity (they
+/// would be written as `null`), so an `f64` field holding one is refused. (An
+/// `Option<f64>` holding NaN does decode back, as `None`.) Each send decodes
+/// its own encoding once to check this.
+///
 /// A job whose payload does not decode as `T` (sent by other code, or by an
 /// older `T`) makes `reserve` return [`DurableError::Codec`]; its lease is left
 /// to expire, so it is retried and, after `max_attempts`, lands in the dead
@@ -91,8 +97,19 @@ impl<T: Serialize + DeserializeOwned, Q: JobQueue> Typed<T, Q> {
         &self.queue
     }
 
+    /// The value as JSON, checked to decode as `T` again: JSON has no NaN or
+    /// infinity (serde_json writes `null`), and a `Serialize` and a
+    /// `Deserialize` that disagree would store a job no `reserve` can read.
+    /// Such a value is refused here, before anything is stored.
     fn encode(value: &T) -> Result<Vec<u8>, DurableError> {
-        serde_json::to_vec(value).map_err(|e| DurableError::Codec(e.to_string()))
+        let bytes = serde_json::to_vec(value).map_err(|e| DurableError::Codec(e.to_string()))?;
+        if let Err(e) = serde_json::from_slice::<T>(&bytes) {
+            return Err(DurableError::Codec(format!(
+                "the value would be stored as JSON that does not decode back (NaN and \
+                 infinite floats become null): {e}"
+            )));
+        }
+        Ok(bytes)
     }
 
     fn decode(job: Job) -> Result<TypedJob<T>, DurableError> {

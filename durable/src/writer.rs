@@ -19,7 +19,17 @@
 //! generation still matches (nothing changed it since the timer was armed) and
 //! the wall clock has reached the due time (never early by wall clock, even if
 //! the monotonic clock the timer ran on drifted from it or the wall clock was
-//! stepped back).
+//! stepped back). A forward step of the wall clock by X is not seen by timers
+//! already armed (monotonic delays): they fire up to X late, never early; see
+//! "Wall-clock steps" on `DurableQueue`.
+//!
+//! Panics: redb can panic on a file damaged under it ("entered unreachable
+//! code" on an overwritten page). Every storage call the writer makes — the
+//! batch's transaction, the dead-set read, a reopen, the timer bookkeeping —
+//! runs under `catch_unwind`, and its panic becomes an error for the callers
+//! concerned; the writer goes on. Should the writer end anyway, for any reason,
+//! [`Closing`] closes the mailbox and answers every queued op `Closed` on the
+//! way out, so no caller waits forever.
 
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
@@ -142,6 +152,40 @@ impl Mailbox {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).closed = true;
         self.wake.notify_one();
     }
+
+    /// Closes the mailbox and answers every op still queued `Closed` (dropping
+    /// an op's `Reply` does that): no post succeeds after this, so no caller
+    /// can be left waiting on a writer that is gone.
+    fn close_and_drain(&self) {
+        let ops = {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.closed = true;
+            std::mem::take(&mut state.ops)
+        };
+        drop(ops);
+    }
+}
+
+/// Held by the writer thread while it runs: however it ends (the mailbox
+/// closed and drained, or a panic nothing caught), its drop closes the mailbox
+/// and answers what is queued.
+struct Closing(Arc<Mailbox>);
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        self.0.close_and_drain();
+    }
+}
+
+/// The text of a caught panic, for an error message.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "a panic"
+    }
 }
 
 /// What the queue handles read without asking the writer.
@@ -199,6 +243,9 @@ impl Writer {
     /// Runs until the mailbox is closed and drained; commits what a durability
     /// window left unsynced before returning.
     pub(crate) fn run(mut self) {
+        // Declared after `self`, so dropped before it (and before the database
+        // handle, whose own drop may touch a damaged file).
+        let _closing = Closing(self.mailbox.clone());
         let mut unsynced_since: Option<Instant> = None;
         loop {
             let mut batch = {
@@ -268,7 +315,22 @@ impl Writer {
             if batch.is_empty() && !durable {
                 continue;
             }
-            let ok = self.commit_batch(&mut batch, durable);
+            // `commit_batch` guards each storage call itself; this catches
+            // whatever else might unwind, answers what is left of the batch,
+            // and keeps the writer alive.
+            let ok = match panic::catch_unwind(AssertUnwindSafe(|| self.commit_batch(&mut batch, durable))) {
+                Ok(ok) => ok,
+                Err(payload) => {
+                    let err = DurableError::Storage(format!(
+                        "the writer panicked handling a batch ({}); it was not committed",
+                        panic_text(payload.as_ref())
+                    ));
+                    for op in batch.drain(..) {
+                        fail(op, err.duplicate());
+                    }
+                    false
+                }
+            };
             if durable && ok {
                 unsynced_since = None;
             } else if !durable && ok && unsynced_since.is_none() {
@@ -284,7 +346,7 @@ impl Writer {
     /// Applies and commits one batch, then answers it. Returns whether it committed.
     fn commit_batch(&mut self, batch: &mut Vec<Op>, durable: bool) -> bool {
         if self.db.is_none() {
-            if let Err(err) = self.reopen() {
+            if let Err(err) = self.guarded("reopening", Writer::reopen) {
                 for op in batch.drain(..) {
                     fail(op, err.duplicate());
                 }
@@ -296,21 +358,15 @@ impl Writer {
         *batch = writes;
         for op in reads {
             if let Op::Dead { limit, reply } = op {
-                reply.send(self.dead_jobs(limit));
+                reply.send(self.guarded("reading", |w| w.dead_jobs(limit)));
             }
         }
         if batch.is_empty() && !durable {
             return true;
         }
         let started = Instant::now();
-        let applied = panic::catch_unwind(AssertUnwindSafe(|| self.apply(batch, durable)));
+        let applied = self.guarded("committing", |w| w.apply(batch, durable));
         self.last_commit = started.elapsed();
-        let applied = match applied {
-            Ok(result) => result,
-            Err(_) => {
-                Err(DurableError::Storage("the writer panicked applying a batch; it was rolled back".into()))
-            }
-        };
         self.counters.commits.fetch_add(1, Ordering::Relaxed);
         if durable {
             self.counters.durable_commits.fetch_add(1, Ordering::Relaxed);
@@ -323,7 +379,11 @@ impl Writer {
                 add(&self.counters.leased, deltas.0[State::Leased as usize]);
                 add(&self.counters.dead, deltas.0[State::Dead as usize]);
                 for act in acts {
-                    self.act(act);
+                    // A panic here (none is known) loses one timer, not the writer.
+                    let _ = self.guarded("arming a timer", |w| {
+                        w.act(act);
+                        Ok(())
+                    });
                 }
                 for (op, outcome) in batch.drain(..).zip(outcomes) {
                     answer(op, outcome);
@@ -335,7 +395,7 @@ impl Writer {
                     // redb refuses every write after an I/O error until the
                     // file is reopened; the file holds exactly the commits
                     // answered Ok, so memory and file still agree.
-                    let _ = self.reopen();
+                    let _ = self.guarded("reopening", Writer::reopen);
                 }
                 for op in batch.drain(..) {
                     if let Op::Lease { id, gen, .. } = op {
@@ -351,6 +411,26 @@ impl Writer {
                 }
                 false
             }
+        }
+    }
+
+    /// Runs one storage call, turning a panic inside it into an error: the
+    /// storage engine panics on some damaged files, and the writer must
+    /// outlive that (its callers then get `Corrupt`, never a hang).
+    fn guarded<T>(
+        &mut self,
+        doing: &str,
+        f: impl FnOnce(&mut Writer) -> Result<T, DurableError>,
+    ) -> Result<T, DurableError> {
+        match panic::catch_unwind(AssertUnwindSafe(|| f(self))) {
+            Ok(result) => result,
+            Err(payload) => Err(DurableError::Corrupt {
+                path: self.path.clone(),
+                detail: format!(
+                    "the storage engine panicked {doing} it ({}); nothing was changed",
+                    panic_text(payload.as_ref())
+                ),
+            }),
         }
     }
 

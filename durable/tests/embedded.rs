@@ -401,3 +401,88 @@ fn close_wakes_blocked_reserves_and_lets_holders_finish() {
     assert!(q.ack(&held).unwrap(), "a holder can still ack after close");
     assert_eq!(q.len().unwrap(), 1, "the later job stays in the file");
 }
+
+/// Runs `f` on a new thread and waits up to 20 s for it: a call that hangs
+/// fails the test instead of hanging it.
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("{what} never returned"))
+}
+
+#[test]
+fn a_file_overwritten_under_an_open_queue_gives_errors_never_a_hang() {
+    // Issue 22.3a: redb panicked inside `dead_jobs`, outside the writer's
+    // `catch_unwind`; the writer thread died, `dead_jobs` said `Closed` and the
+    // next `send_after` waited forever in a mailbox nobody read.
+    let dir = TempDir::new("overwrite");
+    let path = dir.file("q.redb");
+    // No page cache, so that the next read meets the overwritten pages.
+    let q = DurableQueue::builder().cache_size(0).open(&path).unwrap();
+    let payload = vec![b'j'; 300];
+    for _ in 0..200 {
+        q.send_after(&payload, Duration::from_secs(3600)).unwrap();
+    }
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let len = std::fs::metadata(&path).unwrap().len();
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.seek(SeekFrom::Start(4096)).unwrap();
+        let junk: Vec<u8> = (0..len - 4096).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        f.write_all(&junk).unwrap();
+        f.sync_all().unwrap();
+    }
+    let q2 = q.clone();
+    let dead = within("dead_jobs", move || q2.dead_jobs(10));
+    let err = dead.expect_err("a read of an overwritten file succeeded");
+    assert!(
+        matches!(err, DurableError::Corrupt { .. } | DurableError::Storage(_) | DurableError::Io { .. }),
+        "dead_jobs: {err:?}"
+    );
+    for round in 0..3 {
+        let q2 = q.clone();
+        let sent = within("send_after after the failure", move || q2.send_after(b"x", ms(0)));
+        assert!(sent.is_err(), "round {round}: a send into an overwritten file succeeded: {sent:?}");
+        let q2 = q.clone();
+        let dead = within("dead_jobs after the failure", move || q2.dead_jobs(usize::MAX));
+        assert!(dead.is_err(), "round {round}: {dead:?}");
+        let q2 = q.clone();
+        let cancelled = within("cancel after the failure", move || q2.cancel(JobId(1)));
+        assert!(cancelled.is_err(), "round {round}: {cancelled:?}");
+    }
+    let q2 = q.clone();
+    within("dropping the queue", move || drop(q2));
+    within("dropping the last handle", move || drop(q));
+}
+
+#[cfg(feature = "serde")]
+#[test]
+fn typed_refuses_at_send_a_value_it_could_not_read_back() {
+    // Issue 22.3c: NaN and infinities serialise to JSON `null`; `send` said
+    // `Ok` and every `reserve` then failed with `Codec` until the job died.
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+    struct Reading {
+        sensor: u32,
+        value: f64,
+    }
+    let dir = TempDir::new("typed");
+    let raw = DurableQueue::open(dir.file("q.redb")).unwrap();
+    use delayq_durable::Typed;
+    let floats: Typed<f64> = Typed::new(raw.clone());
+    let readings: Typed<Reading> = Typed::new(raw.clone());
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let err = floats.send_after(&bad, ms(0)).expect_err("a non-finite float was stored");
+        assert!(matches!(err, DurableError::Codec(_)), "{bad}: {err:?}");
+        let err = readings.send_after(&Reading { sensor: 1, value: bad }, ms(0)).unwrap_err();
+        assert!(matches!(err, DurableError::Codec(_)), "{bad} in a struct: {err:?}");
+        let err = floats.send_at(&bad, SystemTime::now()).unwrap_err();
+        assert!(matches!(err, DurableError::Codec(_)), "send_at {bad}: {err:?}");
+    }
+    assert_eq!(raw.len().unwrap(), 0, "nothing was stored");
+    readings.send_after(&Reading { sensor: 2, value: -0.5 }, ms(0)).unwrap();
+    let job = readings.reserve(LEASE).unwrap();
+    assert_eq!(job.value(), &Reading { sensor: 2, value: -0.5 });
+    assert!(readings.ack(&job).unwrap());
+}

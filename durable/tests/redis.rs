@@ -476,3 +476,68 @@ fn the_harness_trusts_only_its_own_server_and_removes_dead_runs_directories() {
     assert!(!stale.exists(), "{} was left behind", stale.display());
     assert!(server.dir.exists(), "the live server's directory was removed");
 }
+
+// ------------------------------------------------------------- data loss
+
+/// Leases `n` fresh jobs on `q` and returns them.
+fn lease_fresh(q: &RedisQueue, n: usize) -> Vec<delayq_durable::Job> {
+    for i in 0..n {
+        q.send_after(format!("job {i}").as_bytes(), ms(0)).unwrap();
+    }
+    let jobs = q.reserve_many(LEASE, n, Duration::from_secs(5)).unwrap();
+    assert_eq!(jobs.len(), n);
+    jobs
+}
+
+/// Issue 22.3b: after a data loss the id and token counters started again at
+/// 1, so a worker still holding job 1 / token 1 from before acked the new job 1
+/// leased to someone else (`Ok(true)`), whose own ack then said `false`.
+/// `lose` loses the server's data; no stale ack may be accepted.
+fn stale_acks_after(tag: &str, lose: impl FnOnce(&RedisServer)) {
+    if !redis_server::available() {
+        return;
+    }
+    let server = RedisServer::start(tag);
+    let queue = unique(tag);
+    let before = RedisQueue::connect(&server.url(), &queue).unwrap();
+    let stale = lease_fresh(&before, 3);
+    lose(&server);
+    let after = RedisQueue::connect(&server.url(), &queue).unwrap();
+    let fresh = lease_fresh(&after, 3);
+    let mut ids: Vec<_> = stale.iter().map(|j| j.id()).collect();
+    ids.sort();
+    let mut fresh_ids: Vec<_> = fresh.iter().map(|j| j.id()).collect();
+    fresh_ids.sort();
+    let same_ids = ids == fresh_ids; // the server's id counter started again
+    let accepted: Vec<_> = stale.iter().filter(|j| before.ack(j).unwrap()).map(|j| j.id()).collect();
+    let own: Vec<bool> = fresh.iter().map(|j| after.ack(j).unwrap()).collect();
+    assert!(
+        accepted.is_empty(),
+        "{tag}: {} of 3 stale acks accepted {accepted:?} (ids reused: {same_ids}); the holders' acks: {own:?}",
+        accepted.len()
+    );
+    assert_eq!(own, [true, true, true], "{tag}: the current holders' acks");
+    assert_eq!(after.len().unwrap(), 0);
+}
+
+#[test]
+fn after_flushall_a_stale_ack_never_deletes_a_job_leased_to_someone_else() {
+    stale_acks_after("flushall", |server| {
+        let () = redis::cmd("FLUSHALL").query(&mut raw(server)).unwrap();
+    });
+}
+
+#[test]
+fn after_a_restart_without_persistence_a_stale_ack_never_deletes_a_job_leased_to_someone_else() {
+    stale_acks_after("nopersist", |server| {
+        server.kill();
+        // What a server without persistence starts from: nothing.
+        for e in std::fs::read_dir(server.aof_dir()).unwrap().flatten() {
+            if e.file_name() != "redis.log" {
+                let p = e.path();
+                let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+            }
+        }
+        server.restart();
+    });
+}

@@ -5,6 +5,10 @@
 //! - A timer is *live* while its id is in `timers`; `len()` counts them. Cancel
 //!   and shutdown remove ids; nothing else does, except the end of a one-shot's
 //!   run (or a repeating timer whose queue is gone).
+//! - A one-shot is *claimed* (`started`) by its run under the lock, in the same
+//!   critical section that finds it live, before its callback is called; cancel
+//!   never removes a claimed one-shot (it answers `false`). So for a one-shot
+//!   exactly one of "cancel returned `true`" and "its callback started" holds.
 //! - A live timer is either *pending* (`task` is `Some`; `key` names its id in the
 //!   delay queue, or is `None` if its time is not representable and it never
 //!   falls due) or *running* (`task` is `None`: a worker owns the callback).
@@ -106,6 +110,10 @@ impl fmt::Debug for TimerId {
 ///   exact on a [`MockClock`](crate::MockClock), where a step delivers everything
 ///   it made due in `(time, schedule order)`): with one worker thread they also
 ///   finish in that order.
+/// - A one-shot's run claims the timer, under the scheduler's lock, before its
+///   callback starts: from then on [`cancel`](Scheduler::cancel) answers `false`,
+///   so `cancel`'s answer tells the caller whether the callback's side effects
+///   can still happen.
 /// - A repeating timer's next run is armed when its current run returns, so it
 ///   never runs concurrently with itself; what it does when it fell behind is its
 ///   [`MissedTicks`].
@@ -199,6 +207,9 @@ struct Entry {
     key: Option<Key>,
     /// The grid time of its next run (`None`: never).
     due: Option<Instant>,
+    /// A one-shot whose run has passed the start check: its callback is being
+    /// called, and `cancel` can no longer prevent it.
+    started: bool,
     /// `interval` (not zero) and policy of a repeating timer.
     every: Option<(Duration, MissedTicks)>,
 }
@@ -329,6 +340,13 @@ impl Inner {
                 self.drop_contained([run]); // the callback's drop is user code: no lock held
                 return;
             }
+            if let Task::Once(_) = run.task {
+                // The claim: from here on `cancel` answers `false`, as the
+                // callback is about to start (decided under the same lock).
+                if let Some(e) = st.timers.get_mut(&run.seq) {
+                    e.started = true;
+                }
+            }
             st.running += 1;
         }
         // Ends the run's count even if something below unwinds (nothing should:
@@ -369,7 +387,13 @@ impl Inner {
         }
         let mut st = lock(&self.state);
         if !Inner::may_run(&st, seq) {
-            return Some(Entry { task: Some(Task::Every(f)), key: None, due: None, every: None });
+            return Some(Entry {
+                task: Some(Task::Every(f)),
+                key: None,
+                due: None,
+                started: false,
+                every: None,
+            });
         }
         // Sent under the lock, so that the dispatcher finds `key` set.
         let key = match plan.next {
@@ -380,7 +404,13 @@ impl Inner {
             None => None,
         };
         let e = st.timers.get_mut(&seq).expect("checked live above");
-        *e = Entry { task: Some(Task::Every(f)), key, due: plan.next, every: Some((interval, missed)) };
+        *e = Entry {
+            task: Some(Task::Every(f)),
+            key,
+            due: plan.next,
+            started: false,
+            every: Some((interval, missed)),
+        };
         None
     }
 
@@ -427,7 +457,7 @@ impl Inner {
             }
             None => None,
         };
-        st.timers.insert(seq, Entry { task: Some(task), key, due: when, every });
+        st.timers.insert(seq, Entry { task: Some(task), key, due: when, started: false, every });
         id
     }
 
@@ -435,7 +465,15 @@ impl Inner {
         if id.scheduler != self.id {
             return false;
         }
-        let entry = lock(&self.state).timers.remove(&id.seq);
+        let entry = {
+            let mut st = lock(&self.state);
+            match st.timers.get(&id.seq) {
+                // A one-shot whose callback has started: nothing left to prevent.
+                Some(e) if e.started => return false,
+                Some(_) => st.timers.remove(&id.seq),
+                None => None,
+            }
+        };
         match entry {
             None => false,
             Some(e) => {
@@ -660,11 +698,24 @@ impl Scheduler {
         self.inner().schedule(first, Task::Every(Box::new(f)), Some((interval, missed)))
     }
 
-    /// Cancels a timer: `true` if it was live (pending or running) and now will
-    /// not run again; `false` if it had finished, was cancelled before, belongs
-    /// to another scheduler, or the scheduler is shut down. A running callback is
-    /// not interrupted. Works from inside the timer's own callback. Waits only for
-    /// the queue's proxy to drop the timer's entry.
+    /// Cancels a timer: `true` if a run was prevented — for a one-shot, its
+    /// callback will never start; for a repeating timer, no future run starts.
+    ///
+    /// - **One-shot**: `true` means its callback has not started and never will
+    ///   (it is dropped); `false` means it has started (it may be running now,
+    ///   and is counted by [`len`](Scheduler::len) until it returns) or
+    ///   finished. Exactly one of "`cancel` returned `true`" and "the callback
+    ///   started" holds, whatever the race: the run claims the timer under the
+    ///   scheduler's lock before calling it (Go's `Timer.Stop`, Netty's
+    ///   `HashedWheelTimeout.cancel`). From inside its own callback: `false`.
+    /// - **Repeating**: `true` if a future run was prevented, which is whenever it
+    ///   was live (pending or running): it is never re-armed. A run already
+    ///   running, or past its start check at that instant (at most one), is not
+    ///   interrupted; no other run starts. Works from inside its own callback.
+    ///
+    /// `false` also if the timer was cancelled before, belongs to another
+    /// scheduler, or the scheduler is shut down. Waits only for the queue's proxy
+    /// to drop the timer's entry.
     ///
     /// # Examples
     ///

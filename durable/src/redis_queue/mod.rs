@@ -5,7 +5,9 @@ mod pool;
 mod scripts;
 mod watch;
 
+use std::collections::hash_map::RandomState;
 use std::fmt;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -20,6 +22,10 @@ use crate::job::{Job, JobId, Stats};
 use self::pool::{redis_error, Pool};
 use self::scripts::Scripts;
 use self::watch::{Notifier, Watch};
+
+/// The most jobs one `reserve_many` leases (a larger `max` is taken as this):
+/// each may-be-leased job carries its token in the script's arguments.
+pub(crate) const MAX_RESERVE: usize = 1000;
 
 /// Durable delayed jobs in a Redis server: the same contract and calls as
 /// [`DurableQueue`](crate::DurableQueue), shared by every process that connects
@@ -40,7 +46,9 @@ use self::watch::{Notifier, Watch};
 ///
 /// - **One Lua script per state change**, atomic on the server: send (to the
 ///   `pending` sorted set), lease (due → `leased`, with a fresh token and a lease
-///   end), ack (deletes only with the matching token), nack, extend, cancel,
+///   end; tokens are random 64-bit numbers drawn by the client, so a stale ack
+///   matches nothing even after the server lost its data and its id counter
+///   started again), ack (deletes only with the matching token), nack, extend, cancel,
 ///   lease expiry (due again with the next attempt, or dead after the last),
 ///   requeue. There is no step between "take the due job" and "hand it out" in
 ///   which a crash loses it (the fault of a pop-then-push poller).
@@ -96,6 +104,10 @@ struct Inner {
     skew_ns: i64,
     nonces: AtomicU64,
     nonce_base: u64,
+    /// Lease tokens: SipHash of a counter under keys the standard library
+    /// draws from the operating system's randomness.
+    tokens: AtomicU64,
+    token_keys: RandomState,
     /// Seconds the server keeps a change's result under its nonce.
     nonce_ttl: u64,
 }
@@ -267,6 +279,8 @@ impl RedisBuilder {
                 skew_ns: self.skew_ns,
                 nonces: AtomicU64::new(0),
                 nonce_base,
+                tokens: AtomicU64::new(0),
+                token_keys: RandomState::new(),
                 nonce_ttl,
             }),
         })
@@ -312,6 +326,17 @@ fn int(v: &Value) -> Result<i64, DurableError> {
         }
         other => Err(DurableError::Redis(format!("expected a number, got {other:?}"))),
     }
+}
+
+/// A lease token: a decimal string (never through `f64`, which would round it).
+fn token(v: &Value) -> Result<u64, DurableError> {
+    let text = match v {
+        Value::Int(n) => return u64::try_from(*n).map_err(|_| DurableError::Redis(format!("bad token {n}"))),
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        other => return Err(DurableError::Redis(format!("expected a token, got {other:?}"))),
+    };
+    text.parse().map_err(|_| DurableError::Redis(format!("expected a token, got {text:?}")))
 }
 
 fn bytes(v: Value) -> Vec<u8> {
@@ -380,6 +405,14 @@ impl RedisQueue {
         Self::delay_us(lease).map_err(|_| DurableError::InvalidArgument("a lease must be under 142 years"))
     }
 
+    /// A fresh lease token: random, 64 bits, never 0 (0 means "no lease").
+    fn token(&self) -> u64 {
+        let n = self.inner.tokens.fetch_add(1, Ordering::Relaxed);
+        let mut h = self.inner.token_keys.build_hasher();
+        h.write_u64(n);
+        h.finish().max(1)
+    }
+
     fn nonce(&self) -> String {
         let n = self.inner.nonces.fetch_add(1, Ordering::Relaxed);
         format!("{:x}.{n:x}", self.inner.nonce_base)
@@ -445,9 +478,13 @@ impl RedisQueue {
         lease_us: i64,
         max: usize,
     ) -> Result<(Stamp, Vec<Job>, Option<i64>), DurableError> {
+        let max = max.min(MAX_RESERVE);
+        let tokens: Vec<u64> = (0..max).map(|_| self.token()).collect();
         let before = self.client_now_ns();
         let reply: Value = self.inner.pool.run("reserving", |con| {
-            self.inner.scripts.reserve.key(&self.inner.prefix).arg(lease_us).arg(max).invoke(con)
+            let mut inv = self.inner.scripts.reserve.key(&self.inner.prefix);
+            inv.arg(lease_us).arg(max).arg(&tokens);
+            inv.invoke(con)
         })?;
         let mut items = array(reply)?.into_iter();
         let mut next = || items.next().ok_or_else(|| DurableError::Redis("short reply to reserve".into()));
@@ -461,7 +498,7 @@ impl RedisQueue {
         for _ in 0..n {
             let id = int(&next()?)? as u64;
             let attempt = int(&next()?)?;
-            let token = int(&next()?)? as u64;
+            let token = token(&next()?)?;
             let lease_until = int(&next()?)?;
             let deadline = int(&next()?)?;
             let payload = bytes(next()?);
@@ -492,7 +529,9 @@ impl RedisQueue {
         Ok(self.reserve_until(lease, Some(deadline))?.pop())
     }
 
-    /// Waits up to `timeout` for due jobs and leases up to `max` of them in one script.
+    /// Waits up to `timeout` for due jobs and leases up to `max` of them in one
+    /// script; at most 1000 a call (a larger `max`, `usize::MAX` included, is
+    /// taken as 1000).
     pub fn reserve_many(
         &self,
         lease: Duration,
@@ -547,7 +586,7 @@ impl RedisQueue {
         }
     }
 
-    fn flag(&self, doing: &str, script: &redis::Script, args: &[i64]) -> Result<bool, DurableError> {
+    fn flag(&self, doing: &str, script: &redis::Script, args: &[String]) -> Result<bool, DurableError> {
         let nonce = self.nonce();
         let r: i64 = self.inner.pool.run(doing, |con| {
             let mut inv = script.key(&self.inner.prefix);
@@ -567,7 +606,7 @@ impl RedisQueue {
         if job.token == 0 {
             return Ok(false);
         }
-        self.flag("acking", &self.inner.scripts.ack, &[job.id.0 as i64, job.token as i64])
+        self.flag("acking", &self.inner.scripts.ack, &[job.id.0.to_string(), job.token.to_string()])
     }
 
     /// Acks several jobs in one script; `Ok(flags)` in order, as for [`ack`](Self::ack).
@@ -594,7 +633,8 @@ impl RedisQueue {
         if job.token == 0 {
             return Ok(false);
         }
-        self.flag("nacking", &self.inner.scripts.nack, &[job.id.0 as i64, job.token as i64, delay])
+        let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string()];
+        self.flag("nacking", &self.inner.scripts.nack, &args)
     }
 
     /// Extends the caller's lease to `lease` from the server's now.
@@ -603,12 +643,13 @@ impl RedisQueue {
         if job.token == 0 {
             return Ok(false);
         }
-        self.flag("extending", &self.inner.scripts.extend, &[job.id.0 as i64, job.token as i64, lease])
+        let args = [job.id.0.to_string(), job.token.to_string(), lease.to_string()];
+        self.flag("extending", &self.inner.scripts.extend, &args)
     }
 
     /// Deletes a job in any state; `Ok(false)` if there is none.
     pub fn cancel(&self, id: JobId) -> Result<bool, DurableError> {
-        self.flag("cancelling", &self.inner.scripts.cancel, &[id.0 as i64])
+        self.flag("cancelling", &self.inner.scripts.cancel, &[id.0.to_string()])
     }
 
     /// Moves a dead job back to pending, due at `at`, with `max_attempts` more deliveries.
@@ -617,7 +658,7 @@ impl RedisQueue {
         self.flag(
             "requeueing",
             &self.inner.scripts.requeue,
-            &[id.0 as i64, delay, i64::from(self.inner.max_attempts)],
+            &[id.0.to_string(), delay.to_string(), self.inner.max_attempts.to_string()],
         )
     }
 
@@ -642,14 +683,16 @@ impl RedisQueue {
         Ok(self.len()? == 0)
     }
 
-    /// Up to `limit` dead jobs, oldest death first.
+    /// Up to `limit` dead jobs, oldest death first (`usize::MAX`: all of them).
     pub fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
         let before = self.client_now_ns();
+        // ZRANGE's last index; Redis takes at most `i64::MAX`.
+        let last = limit.min(i64::MAX as usize) - 1;
         let reply: Value = self.inner.pool.run("listing dead jobs", |con| {
-            self.inner.scripts.dead.key(&self.inner.prefix).arg(limit).invoke(con)
+            self.inner.scripts.dead.key(&self.inner.prefix).arg(last).invoke(con)
         })?;
         let mut items = array(reply)?.into_iter();
         let stamp = Stamp { server_us: int(&items.next().unwrap_or(Value::Int(0)))?, client_ns: before };

@@ -8,8 +8,7 @@
 //! | key | type | what |
 //! | --- | --- | --- |
 //! | `seq` | string | the last job id (`INCR`) |
-//! | `tok` | string | the last lease token (`INCR`) |
-//! | `job:<id>` | hash | `payload`, `deadline` (µs), `attempt`, `dead_after`, `token`, `lease_until` (µs), `state` (`p` pending, `l` leased, `d` dead) |
+//! | `job:<id>` | hash | `payload`, `deadline` (µs), `attempt`, `dead_after`, `token` (decimal; `0`: none), `lease_until` (µs), `state` (`p` pending, `l` leased, `d` dead) |
 //! | `pending` | zset | pending jobs by due time (µs since the Unix epoch, server clock) |
 //! | `leased` | zset | leased jobs by lease end |
 //! | `dead` | zset | dead jobs by time of death |
@@ -18,6 +17,18 @@
 //!
 //! Times are integer microseconds since the Unix epoch: exact in Lua's doubles
 //! (below 2^53) until the year 2255.
+//!
+//! Lease tokens are random 64-bit numbers chosen by the client (one per job
+//! a reserve may lease), stored and compared as decimal strings, never as Lua
+//! numbers. A server counter would start again at 1 after a data loss
+//! (`FLUSHALL`, a restart without persistence), and a worker still holding a
+//! token from before would then ack the job that now has it; a random token
+//! matches nothing it was not issued for.
+//!
+//! Counts and limits reach the scripts as decimal strings the client has
+//! clamped (to [`MAX_RESERVE`](super::MAX_RESERVE) jobs a reserve, to `i64`
+//! for a listing), and are passed on to Redis as they are: a Lua number above
+//! 2^53 would reach Redis as a float and fail as "not an integer".
 //!
 //! Every script that changes anything takes `ARGV[1]` = nonce and `ARGV[2]` =
 //! how long to keep its result (s); its own arguments follow.
@@ -70,7 +81,8 @@ redis.call('PUBLISH', p .. 'wake', earliest)
 return ids
 "#;
 
-/// ARGV: lease µs, max jobs. First ends expired leases (up to 100): each job
+/// ARGV: lease µs, max jobs, then `max` lease tokens (the n-th job leased gets
+/// the n-th). First ends expired leases (up to 100): each job
 /// is due again at its lease end, or dead after its last attempt. Then leases
 /// up to `max` due jobs. An entry without its job hash is dropped and skipped
 /// (so a reply may carry fewer jobs than were due; the next due time is then
@@ -79,7 +91,7 @@ return ids
 /// next due time (a pending deadline or a lease end), or -1 if none.
 const RESERVE: &str = r#"
 local lease = tonumber(ARGV[1])
-local max = tonumber(ARGV[2])
+local max = ARGV[2]
 local expired = redis.call('ZRANGEBYSCORE', p .. 'leased', '-inf', now, 'LIMIT', 0, 100)
 for _, id in ipairs(expired) do
   local k = p .. 'job:' .. id
@@ -107,7 +119,7 @@ for _, id in ipairs(due) do
   -- HINCRBY would re-create a missing hash: skip the orphaned entry instead.
   if f[1] and f[2] then
     local attempt = redis.call('HINCRBY', k, 'attempt', 1)
-    local tok = redis.call('INCR', p .. 'tok')
+    local tok = ARGV[3 + n]
     local lease_until = now + lease
     redis.call('HSET', k, 'state', 'l', 'token', tok, 'lease_until', lease_until)
     redis.call('ZADD', p .. 'leased', lease_until, id)
@@ -252,12 +264,12 @@ const STATS: &str = r#"
 return {now, redis.call('ZCARD', p .. 'pending'), redis.call('ZCARD', p .. 'leased'), redis.call('ZCARD', p .. 'dead')}
 "#;
 
-/// ARGV: limit. Returns `{now, ...}`, four fields per dead job (id, attempt,
+/// ARGV: the last index to list (limit − 1). Returns `{now, ...}`, four fields per dead job (id, attempt,
 /// deadline, payload), oldest death first; an entry without its hash is
 /// dropped from the set and not listed.
 const DEAD: &str = r#"
 local out = {now}
-for _, id in ipairs(redis.call('ZRANGE', p .. 'dead', 0, tonumber(ARGV[1]) - 1)) do
+for _, id in ipairs(redis.call('ZRANGE', p .. 'dead', 0, ARGV[1])) do
   local f = redis.call('HMGET', p .. 'job:' .. id, 'attempt', 'deadline', 'payload')
   if f[1] and f[2] and f[3] then
     table.insert(out, tonumber(id))

@@ -231,6 +231,58 @@ pub fn bad_arguments_get_clear_errors_and_store_nothing(q: impl JobQueue) {
     assert_eq!(q.reserve(LEASE).unwrap().payload(), &[7u8; 16]);
 }
 
+/// Issue 22.3d: `usize::MAX` as a batch size or a listing limit means "all
+/// there are" on both backends (Redis failed with "value is not an integer").
+pub fn the_largest_limits_are_accepted(q: impl JobQueue) {
+    // Opened with max_attempts = 1: a nack is death.
+    let ids = q.send_many(&[(b"a", SystemTime::now()), (b"b", SystemTime::now()), (b"c", SystemTime::now())]);
+    let mut ids = ids.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        let jobs = q.reserve_many(LEASE, usize::MAX, PATIENCE).unwrap();
+        assert!(!jobs.is_empty(), "nothing due within patience");
+        got.extend(jobs);
+    }
+    let mut leased: Vec<_> = got.iter().map(|j| j.id()).collect();
+    leased.sort();
+    ids.sort();
+    assert_eq!(leased, ids);
+    assert_eq!(q.dead_jobs(usize::MAX).unwrap(), vec![]);
+    for job in &got {
+        assert!(q.nack(job, SystemTime::now()).unwrap());
+    }
+    let mut dead: Vec<_> = q.dead_jobs(usize::MAX).unwrap().iter().map(|j| j.id()).collect();
+    dead.sort();
+    assert_eq!(dead, ids);
+    assert_eq!(q.reserve_many(LEASE, usize::MAX, ms(50)).unwrap(), vec![]);
+}
+
+/// Issue 22.3e: both backends accept deadlines up to 2^52 µs (about 142.7
+/// years) ahead and refuse later ones, with an error naming that limit (Redis
+/// named 2554, the embedded file's limit, and the file accepted 2200).
+pub fn both_backends_accept_the_same_deadline_range(q: impl JobQueue) {
+    let limit = Duration::from_micros(1 << 52);
+    let day = Duration::from_secs(86_400);
+    let inside = q.send_after(b"in 142 years", limit - day).unwrap();
+    let inside_at = q.send_at(b"in 142 years", SystemTime::now() + limit - day).unwrap();
+    for (what, r) in [
+        ("send_after", q.send_after(b"x", limit + day)),
+        ("send_at", q.send_at(b"x", SystemTime::now() + limit + day)),
+    ] {
+        match r {
+            Err(e @ DurableError::DeadlineOutOfRange) => {
+                let text = e.to_string();
+                assert!(text.contains("142 years") && !text.contains("2554"), "{what}: {text}");
+            }
+            other => panic!("{what}: a deadline past the limit: {other:?}"),
+        }
+    }
+    let err = q.send_many(&[(b"x", SystemTime::now() + limit + day)]).unwrap_err();
+    assert!(matches!(err, DurableError::DeadlineOutOfRange), "send_many: {err:?}");
+    assert_eq!(q.len().unwrap(), 2, "only the two inside the range were stored");
+    assert!(q.cancel(inside).unwrap() && q.cancel(inside_at).unwrap());
+}
+
 /// Many producer and consumer threads: every job acked exactly once, none early.
 pub fn threads_lose_nothing_and_deliver_nothing_early(q: impl JobQueue + 'static) {
     let q = Arc::new(q);
@@ -352,6 +404,18 @@ macro_rules! conformance_tests {
             fn bad_arguments_get_clear_errors_and_store_nothing() {
                 if let Some(q) = open(Opts { max_payload: 16, ..Opts::default() }) {
                     conformance::bad_arguments_get_clear_errors_and_store_nothing(q);
+                }
+            }
+            #[test]
+            fn the_largest_limits_are_accepted() {
+                if let Some(q) = open(Opts { max_attempts: 1, ..Opts::default() }) {
+                    conformance::the_largest_limits_are_accepted(q);
+                }
+            }
+            #[test]
+            fn both_backends_accept_the_same_deadline_range() {
+                if let Some(q) = open(Opts::default()) {
+                    conformance::both_backends_accept_the_same_deadline_range(q);
                 }
             }
             #[test]
