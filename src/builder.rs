@@ -237,6 +237,10 @@ impl Builder {
 
     /// How long before its deadline the dequeue proxy may hand an item to the
     /// consumers' ring (default 100 µs on a system clock, zero on a mock clock).
+    /// The proxy wakes when the earliest item is `ahead` away and moves
+    /// everything due within twice that, so an item is staged between `ahead`
+    /// and `2 × ahead` before its deadline, and the proxy wakes at most once
+    /// per `ahead` of deadlines however many items fall in it.
     ///
     /// A consumer that finds the oldest item there not due yet parks until its
     /// deadline (one waiting consumer does; the others wait for it), so an item
@@ -246,7 +250,7 @@ impl Builder {
     /// by its clock reading. Until its deadline a staged item can still be
     /// cancelled and rescheduled, and an item that arrives with an earlier
     /// deadline goes in front of it (unless staged items fill the consumers'
-    /// ring: then it follows them, late by at most `ahead`; or unless it arrives
+    /// ring: then it follows them, late by at most `2 × ahead`; or unless it arrives
     /// already due, as before). `Duration::ZERO` moves items only once due
     /// (each then needs the dequeue proxy's wake-up, then a consumer's).
     /// Durations past the tick range (about 584 years) saturate.

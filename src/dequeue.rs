@@ -5,21 +5,34 @@
 //! rounds (the counter is `rounds.rs`).
 //!
 //! Whoever performs a round holds the dequeue role (`role.rs`), so the index
-//! sees two performers at most, this role's and the enqueue role's. A consumer
-//! that finds nothing due in the egress while the index's next wake-up
-//! (`Shared::head`) has passed — the proxy is late, waiting for a CPU — runs
-//! one round itself if the role is free ([`help`]): it moves what is due (it
-//! stages nothing, and leaves the proxy's sleep plan alone, which stays
-//! correct: taking items out of the index only moves its head later).
+//! sees two performers at most, this role's and the enqueue role's. Two kinds
+//! of clients perform it instead of waking or waiting for the proxy:
+//! - a consumer that finds nothing due in the egress while the index's next
+//!   wake-up (`Shared::head`) has passed — the proxy is late, waiting for a
+//!   CPU — runs one round that moves what is due ([`help`]; it stages
+//!   nothing);
+//! - a producer performing the enqueue role whose insert would have to wake
+//!   the proxy (an earlier head than its plan) stages that item itself when it
+//!   is due within `stage_ahead` ([`after_insert`]).
 //!
-//! Each round it reads the clock once (`now`), then in ONE critical section of
-//! the timers lock moves every item due by `now + stage_ahead` (as many as the
-//! egress ring has room for; staged entries due after one of them go back to the
-//! index first, so that the ring stays in deadline order), reads the new head and
-//! records its sleep plan ([`Sleep`]). After unlocking it wakes consumers, then
-//! parks until `stage_ahead` before the new head's deadline, an earlier head,
-//! egress room, a mock-clock step or shutdown — and, when no consumer leads for
-//! the oldest staged entry (`lead.rs`), until that entry's deadline at the latest.
+//! Neither writes the proxy's sleep plan, which stays correct: taking items
+//! out of the index only moves its head later (`wakeup.rs`).
+//!
+//! Each round reads the clock once (`now`), then in ONE critical section of
+//! the timers lock moves every item due by `now + 2 × stage_ahead` (as many as
+//! the egress ring has room for; staged entries due after one of them go back
+//! to the index first, so that the ring stays in deadline order), reads the new
+//! head and, the proxy's round, records its sleep plan ([`Sleep`]). After
+//! unlocking it wakes consumers; the proxy then parks until `stage_ahead`
+//! before the new head's deadline, an earlier head, egress room, a mock-clock
+//! step or shutdown — and, when no consumer leads for the oldest staged entry
+//! (`lead.rs`), until that entry's deadline at the latest. Waking when the
+//! head is `stage_ahead` away and filling to twice that is hysteresis: the
+//! proxy wakes at most once per `stage_ahead` of deadlines, not once per item
+//! as the window slides (at 100 K items/s on 2 cores: 10 K proxy rounds per
+//! second instead of 27 K, and 3.7 s of CPU instead of 4.4 for 300 K items;
+//! docs/bench/README.md, seventh round). So an item is staged between one and
+//! two `stage_ahead`s before its deadline.
 
 use crate::admission::Reason;
 use crate::clock::{Clock, NEVER};
@@ -102,9 +115,43 @@ pub(crate) fn help<T>(shared: &Shared<T>) -> bool {
         return false;
     }
     let Some(role) = shared.roles.dequeue.try_acquire() else { return false };
-    let r = round(shared, now, By::Client);
+    let r = round(shared, now, By::Consumer);
     drop(role);
     r.due > 0
+}
+
+/// A producer's help, performing the enqueue role, after its batch added
+/// `earliest` (the earliest deadline it inserted) to the index: where the
+/// dequeue proxy would have to be woken for it (its plan is later), and the
+/// item is due within `stage_ahead`, the producer performs the dequeue role
+/// itself if it is free: one round that moves what is due within
+/// `stage_ahead`, as the proxy's would, and wakes a consumer to lead for it.
+/// Otherwise, or if the index still has a head earlier than the proxy's plan
+/// after that round, it wakes the proxy, as the enqueue proxy does.
+///
+/// The caller holds the enqueue role, so no other insert can move the head
+/// between its batch and this check (the plan's invariant, `wakeup.rs`, is
+/// restored here before the enqueue role is released).
+pub(crate) fn after_insert<T>(shared: &Shared<T>, earliest: u64) {
+    let now = delivery_now(shared);
+    let role = if shared.helping && earliest <= now.saturating_add(shared.stage_ahead) {
+        shared.roles.dequeue.try_acquire()
+    } else {
+        None
+    };
+    let r = role.as_ref().map(|_| round(shared, now, By::Producer));
+    let wake = {
+        let mut t = lock(&shared.timers);
+        let next = t.index.next_wake();
+        t.sleep.must_wake_for(next)
+    };
+    drop(role);
+    if wake {
+        shared.signals.dequeue.force();
+    }
+    if let Some(r) = r {
+        wake_consumers(shared, &r);
+    }
 }
 
 /// Who performs a round.
@@ -113,9 +160,12 @@ enum By {
     /// The dequeue proxy: it stages ahead, records its sleep plan and reads
     /// the lead (it is the one that sleeps on the index's deadlines).
     Proxy,
-    /// A consumer: moves due items only; the proxy's plan and the lead stay as
-    /// they are.
-    Client,
+    /// A producer (`after_insert`): stages ahead and reads the lead as the
+    /// proxy does; the proxy's plan stays as it is.
+    Producer,
+    /// A consumer (`help`): moves due items only; the proxy's plan and the
+    /// lead stay as they are.
+    Consumer,
 }
 
 /// What a round did and what the proxy does next.
@@ -139,12 +189,14 @@ struct Round {
     staged_wake: Option<u64>,
 }
 
-/// One round under the timers lock: moves every item due by `now +
-/// stage_ahead` into the egress (as many as it has room for), recalling staged
-/// entries that an earlier item must precede, then reads the new head and
-/// records the sleep plan.
+/// One round under the timers lock: moves every item due by `now + 2 ×
+/// stage_ahead` (a consumer's: by `now`) into the egress (as many as it has
+/// room for), recalling staged entries that an earlier item must precede,
+/// then reads and publishes the new head; the proxy's round records its sleep
+/// plan.
 fn round<T>(shared: &Shared<T>, now: u64, by: By) -> Round {
-    let ahead = if by == By::Proxy { shared.stage_ahead } else { 0 };
+    // Fill to twice the wake-up distance (module docs).
+    let ahead = if by == By::Consumer { 0 } else { shared.stage_ahead.saturating_mul(2) };
     let horizon = now.saturating_add(ahead).min(NEVER - 1);
     let mut t = lock(&shared.timers);
     let t = &mut *t;
@@ -183,7 +235,7 @@ fn round<T>(shared: &Shared<T>, now: u64, by: By) -> Round {
     let next = t.index.next_wake();
     shared.publish_head(next);
     let plan = Sleep::plan(next, due_left);
-    if by == By::Client {
+    if by == By::Consumer {
         let full = shared.egress.is_full();
         return Round {
             due,
@@ -196,14 +248,13 @@ fn round<T>(shared: &Shared<T>, now: u64, by: By) -> Round {
             staged_wake: None,
         };
     }
-    // SeqCst: the proxy's half of the lead hand-off (`lead.rs`): our pushes,
-    // then the leader's deadline.
-    fence(Ordering::SeqCst);
-    let lead = shared.lead.current();
+    // The proxy's half of the lead hand-off (`lead.rs`): our pushes, a
+    // fence, then the leader's deadline.
+    let lead = shared.lead.after_push();
     let first_staged = t.staged.first();
     let staged_wake = first_staged.filter(|&f| lead.map_or(true, |l| l > f));
     #[cfg(not(delayq_bug_lost_wakeup))]
-    {
+    if by == By::Proxy {
         t.sleep = plan;
     }
     Round { due, staged, fell_due, plan, full: shared.egress.is_full(), first_staged, lead, staged_wake }

@@ -135,10 +135,6 @@ impl<T> Egress<T> {
         tail.saturating_sub(head)
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     pub(crate) fn is_full(&self) -> bool {
         self.len() >= self.capacity()
     }
@@ -148,6 +144,31 @@ impl<T> Egress<T> {
     /// before ringing the proxy's bell; the two must agree.
     pub(crate) fn has_room_for_batch(&self) -> bool {
         self.len() <= self.capacity() / 2
+    }
+
+    /// Whether the front of the ring needs a consumer to wake for it: a due
+    /// entry (anyone may take it now), or a staged one that nobody leads for
+    /// (`led`: the deadline the leading consumer waits for, if any; a leader
+    /// for that deadline or an earlier one will look again by then). `false`
+    /// for an empty ring. A hint read after the caller's SeqCst fence: a
+    /// front that changes meanwhile was changed by a taker or a recaller,
+    /// whose own wake-up rules cover what follows it.
+    pub(crate) fn front_needs_taker(&self, led: Option<u64>) -> bool {
+        // SeqCst: as in `len`, the claims' total order.
+        let head = self.head.load(Ordering::SeqCst);
+        let slot = &self.slots[head & self.mask];
+        // Acquire: pairs with the Release stamp store of the push of `head`.
+        if slot.stamp.load(Ordering::Acquire) != head + 1 {
+            // Not pushed yet (empty), or claimed meanwhile (its taker decides).
+            return false;
+        }
+        // Acquire: as for the stamp.
+        match slot.state.load(Ordering::Acquire) {
+            // Acquire: published with the stamp.
+            STAGED => led.map_or(true, |l| l > slot.at.load(Ordering::Acquire)),
+            // Due; or recalled, to be passed over by whoever looks next.
+            _ => true,
+        }
     }
 
     /// How many slots consumers have passed so far, in all (wraps; compare for

@@ -68,7 +68,7 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             drop(role);
             return;
         }
-        let drained = drain_and_apply(shared, &mut batch, &mut done, BATCH);
+        let drained = drain_and_apply(shared, &mut batch, &mut done, BATCH, false);
         drop(role);
         if drained > 0 {
             continue;
@@ -113,18 +113,19 @@ pub(crate) fn hand_over<T>(shared: &Shared<T>) {
         || !shared.ingress.is_empty(),
         || {
             let (mut batch, mut done) = (Vec::new(), Vec::new());
-            drain_and_apply(shared, &mut batch, &mut done, HELP_BATCH);
+            drain_and_apply(shared, &mut batch, &mut done, HELP_BATCH, true);
         },
     );
 }
 
 /// One drain of up to `max` commands and their application; the caller holds
-/// the enqueue role. Returns how many commands it applied.
+/// the enqueue role (a client, `by_client`, or the proxy). Returns how many commands it applied.
 fn drain_and_apply<T>(
     shared: &Shared<T>,
     batch: &mut Vec<Cmd<T>>,
     done: &mut Vec<Done<T>>,
     max: usize,
+    by_client: bool,
 ) -> usize {
     shared.ingress.drain_into(batch, max);
     let n = batch.len();
@@ -132,7 +133,7 @@ fn drain_and_apply<T>(
         admit(shared, n);
     }
     if n > 0 {
-        apply(shared, batch, done);
+        apply(shared, batch, done, by_client);
     }
     n
 }
@@ -148,7 +149,7 @@ fn admit<T>(shared: &Shared<T>, drained: usize) {
     }
 }
 
-fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>) {
+fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>, by_client: bool) {
     let mut released = 0;
     // Items of `discard`s: dropped once the lock is released.
     let mut discarded = Vec::new();
@@ -216,10 +217,18 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
         if earliest.is_some() || made_room || released > 0 {
             shared.publish_head(t.index.next_wake());
         }
-        t.sleep.must_wake_for(earliest)
+        if by_client {
+            // Decided by `dequeue::after_insert` below, which may stage the
+            // item instead of waking the proxy.
+            t.sleep.would_wake_for(earliest)
+        } else {
+            t.sleep.must_wake_for(earliest)
+        }
     };
-    if wake {
-        shared.signals.dequeue.force();
+    match (wake, earliest) {
+        (true, Some(h)) if by_client => crate::dequeue::after_insert(shared, h),
+        (true, _) => shared.signals.dequeue.force(),
+        _ => {}
     }
     #[cfg(not(delayq_bug_take_pending_no_ring))]
     if made_room {

@@ -70,8 +70,22 @@ impl Lead {
     pub(crate) fn give_up(&self, at: u64) -> bool {
         // SeqCst: the leader's half of the hand-off with the dequeue proxy.
         let gave = self.at.compare_exchange(at, 0, Ordering::SeqCst, Ordering::Relaxed).is_ok();
+        // Planted bug for the loom suite (`models/lead.rs`): without the fence
+        // the old leader's look at the ring can miss an entry pushed by a
+        // proxy that still saw it leading.
+        #[cfg(not(delayq_bug_lead_no_fence))]
         fence(Ordering::SeqCst);
         gave
+    }
+
+    /// The deadline the leader waits for, read by the dequeue role after its
+    /// pushes into the egress: the fence first (the pusher's half of the
+    /// hand-off), so that either this read sees a leader's give-up or that
+    /// leader's next look sees the pushes.
+    pub(crate) fn after_push(&self) -> Option<u64> {
+        // SeqCst: the pusher's half of the store-buffering pair.
+        fence(Ordering::SeqCst);
+        self.current()
     }
 }
 

@@ -18,27 +18,30 @@
 //!
 //! # How it works
 //!
-//! Client threads never touch the timer index. This is the "SingleFlight" design
-//! proposed for the ekit Go library's delay queue: callers hand work to one
-//! enqueue proxy and get due items from one dequeue proxy, so the index sees at
-//! most two threads.
+//! Client threads hand work to an enqueue proxy and take due items that a
+//! dequeue proxy moved out; the timer index is shared by those two proxies
+//! only. This is the "SingleFlight" design proposed for the ekit Go library's
+//! delay queue. Each proxy is a dedicated thread *and* a role: a client that
+//! would otherwise wake or wait for a proxy may perform its role under the
+//! role's token, so the index still sees two contenders (below).
 //!
 //! ```text
-//! producers ──send──▶ [ingress ring] ──▶ enqueue proxy ──┐   timers lock:
-//!                     (lock-free,        (applies ≤1024   │   timing wheel
-//!                      bounded)           cmds per lock)  ▼   + sleep plan
-//!                                                       index (2 threads only)
+//! producers ──send──▶ [ingress ring] ──▶ enqueue role ───┐   timers lock:
+//!                     (lock-free,        (≤1024 cmds per  │   timing wheel
+//!                      bounded)           lock; its proxy  ▼   + sleep plan
+//!                                         or a producer) index (2 roles only)
 //!                                                         │
-//! consumers ◀──recv── [egress ring] ◀── dequeue proxy ◀──┘
-//!                     (lock-free,        (moves every item due within
-//!                      bounded)           100 µs per round, sleeps until
-//!                                         100 µs before the next deadline)
+//! consumers ◀──recv── [egress ring] ◀── dequeue role ◀───┘
+//!                     (lock-free,        (its proxy: moves every item due
+//!                      bounded)           within 100–200 µs per round, sleeps
+//!                                         until 100 µs before the next
+//!                                         deadline; or a client, when late)
 //! ```
 //!
 //! - Producers reserve a unit of `len` (blocking only on a full bounded queue),
 //!   push a command into a bounded lock-free ring (Dmitry Vyukov's bounded MPMC
-//!   queue; a momentarily full ring spills into a locked overflow list) and unpark
-//!   the enqueue proxy only if it sleeps.
+//!   queue; a momentarily full ring spills into a locked overflow list); if the
+//!   enqueue proxy sleeps they perform its role instead of waking it (below).
 //! - The enqueue proxy drains commands in batches and applies each batch in one
 //!   critical section of the timers lock — flat combining (Hendler, Incze, Shavit
 //!   and Tzafrir, SPAA 2010). The default index is a hierarchical timing wheel
@@ -46,15 +49,26 @@
 //!   O(1), each item cascades at most once per level; cancel and reschedule are
 //!   O(1) (stale nodes become tombstones, swept in bulk). A 4-ary heap is the
 //!   alternative backend (O(log n) insert).
-//! - The dequeue proxy moves every item due within
-//!   [`stage_ahead`](Builder::stage_ahead) (100 µs) into a second bounded ring
-//!   in deadline order, wakes consumers, and parks until that long before the
-//!   next deadline. Consumers take only what is due; the one that finds the
+//! - The dequeue proxy wakes [`stage_ahead`](Builder::stage_ahead) (100 µs)
+//!   before the next deadline, moves every item due within twice that into a
+//!   second bounded ring in deadline order, wakes consumers, and parks again
+//!   (waking once per 100 µs of deadlines, however many items they hold). Consumers take only what is due; the one that finds the
 //!   oldest entry not due yet parks until its deadline (the others wait for
 //!   it), so an item leaves on that consumer's own timer. A staged item stays
 //!   cancellable and reschedulable until its deadline (a per-entry state that
 //!   the canceller and a consumer settle with one CAS), and an earlier item
 //!   goes in front of staged ones.
+//! - Roles (`role.rs`): each proxy's work is a role held by a token. A send
+//!   (or command) whose push finds the enqueue proxy parked drains the
+//!   ingress itself (at most 64 commands) instead of waking it; where its
+//!   insert would wake the dequeue proxy, it stages the item itself; and a
+//!   receive that finds nothing due while the dequeue proxy is late moves the
+//!   due items itself. Each is a try-acquire that never waits; the proxy
+//!   threads do everything nobody helps with, alone sleep on the index's
+//!   deadlines, and do all the work while the queue is saturated (they are
+//!   awake then, and nobody helps). [`Builder::helping`] switches it off.
+//!   Flat combining with a dedicated combiner; the helping of delegation
+//!   designs such as ffwd (Roghanchi, Eriksson and Basu, SOSP 2017).
 //! - No thread polls or ticks: idle proxies are parked, and the only timers are
 //!   the dequeue proxy's (`stage_ahead` before the earliest deadline) and the
 //!   leading consumer's. The wakeup protocol (an earlier head must
@@ -72,11 +86,14 @@
 //!   reads the ingress depth); a send reads
 //!   `closed`, does an RMW on `len` (a CAS loop when bounded), a SeqCst fence,
 //!   a second read of `closed`, a relaxed RMW for its key, a CAS on the ingress
-//!   tail, a stamp store and the enqueue bell's fence and load; a receive does
+//!   tail, a stamp store and the enqueue bell's fence and load (plus, when it
+//!   finds the proxy parked, the enqueue role's work: a CAS on the role, the
+//!   timers lock, one insert); a receive does
 //!   a CAS on the egress head (and, for a staged entry, a clock reading and a CAS
 //!   on the entry), an RMW on `len`, a fence and a few loads (wake-ups only when
 //!   someone waits). The price of the design is the two hand-offs (producer →
-//!   proxy → proxy → consumer) and two threads per queue. Those two threads compete for the
+//!   proxy → proxy → consumer; the roles remove the wake-ups of both where a
+//!   client performs them) and two threads per queue. Those two threads compete for the
 //!   CPU like any other: with many more busy client threads than cores, the
 //!   kernel's fair share leaves them behind, and
 //!   [`Builder::proxy_nice`] (which needs `CAP_SYS_NICE` for a value below the

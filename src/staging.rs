@@ -1,13 +1,13 @@
 //! The entries the dequeue proxy staged ahead of their deadline, as long as they
-//! may still be taken back: by `cancel` and `reschedule` (the enqueue proxy),
-//! and by the dequeue proxy itself when an earlier item must go in front of them.
+//! may still be taken back: by `cancel` and `reschedule` (the enqueue role),
+//! and by the dequeue role itself when an earlier item must go in front of them.
 //!
-//! Both proxies use it under the timers lock, which is also what makes
+//! Both roles use it under the timers lock, which is also what makes
 //! [`Egress::recall`] safe (no push runs). It lists `(position, key, deadline)`
 //! in push order; an entry leaves the list once consumers have passed its
 //! position or its deadline has come (a due item is final, as before staging).
 //! With `stage_ahead` at its default of 100 µs it holds what falls due in the
-//! next 100 µs; with staging off (mock clocks) it stays empty.
+//! next 100 to 200 µs; with staging off (mock clocks) it stays empty.
 
 use crate::egress::Egress;
 use crate::index::Index;
@@ -15,8 +15,8 @@ use std::collections::VecDeque;
 
 /// At most this many staged entries are recalled to put one earlier item in
 /// front of them; beyond it the earlier item goes behind them (it is then late
-/// by at most `stage_ahead`). It bounds the work per item at high rates, where a
-/// backlog makes the order within `stage_ahead` moot.
+/// by at most `2 × stage_ahead`). It bounds the work per item at high rates,
+/// where a backlog makes the order within `stage_ahead` moot.
 const RECALL_MAX: usize = 32;
 
 #[derive(Debug, Clone, Copy)]

@@ -61,17 +61,23 @@ impl Sleep {
         }
     }
 
+    /// Whether an item at `added` ends the planned sleep (`must_wake_for`
+    /// without marking the proxy awake).
+    pub(crate) fn would_wake_for(&self, added: Option<u64>) -> bool {
+        match (*self, added) {
+            (Sleep::Until(t), Some(h)) => h < t,
+            // A never-due item cannot end a sleep.
+            (Sleep::Forever, Some(h)) => h != NEVER,
+            _ => false,
+        }
+    }
+
     /// Called by the enqueue proxy under the timers lock after it changed the
     /// index, with the earliest deadline it added (the only way the head can move
     /// earlier). Returns `true` if it must unpark the dequeue proxy, and then marks
     /// it `Awake` so that later batches do not unpark it again.
     pub(crate) fn must_wake_for(&mut self, added: Option<u64>) -> bool {
-        let wake = match (*self, added) {
-            (Sleep::Until(t), Some(h)) => h < t,
-            // A never-due item cannot end a sleep.
-            (Sleep::Forever, Some(h)) => h != NEVER,
-            _ => false,
-        };
+        let wake = self.would_wake_for(added);
         if wake {
             *self = Sleep::Awake;
         }

@@ -16,6 +16,7 @@ mod blocking;
 mod egress;
 mod harness;
 mod ingress;
+mod lead;
 mod ring;
 mod role;
 mod wakeup;
