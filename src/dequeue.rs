@@ -39,7 +39,7 @@ use crate::clock::{Clock, NEVER};
 use crate::cmd::Cmd;
 use crate::enqueue;
 use crate::shared::Shared;
-use crate::sync::{fence, lock, set_timer_slack, Ordering, Parker};
+use crate::sync::{lock, set_timer_slack, Ordering, Parker};
 use crate::waiters::block_on;
 use crate::wakeup::Sleep;
 
