@@ -284,8 +284,9 @@ fn main() {
                 for name in &o.impls {
                     push(Kind::Paced, name, 16, n, Duration::from_millis(1), Pace::Rate(rate));
                 }
-                // The floor: how late a sleeping thread wakes at this rate.
-                push(Kind::Paced, "floor", 1, n, Duration::from_millis(1), Pace::Rate(rate));
+                // The floor: how late a sleeping thread wakes, at one of the
+                // 16 consumers' share of this rate.
+                push(Kind::Paced, "floor", 16, n, Duration::from_millis(1), Pace::Rate(rate));
             }
         }
         for &cap in &o.overload_caps {

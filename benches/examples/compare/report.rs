@@ -1090,6 +1090,8 @@ fn color(name: &str) -> RGBColor {
         "delayq" => RGBColor(214, 39, 40),
         "delayq-bounded" => RGBColor(255, 127, 14),
         "delayq-batch" => RGBColor(140, 86, 75),
+        "delayq-nohelp" => RGBColor(227, 119, 194),
+        "floor" => RGBColor(0, 0, 0),
         "std-heap" => RGBColor(31, 119, 180),
         "pl-heap" => RGBColor(23, 190, 207),
         "tokio-dq" => RGBColor(148, 103, 189),

@@ -317,20 +317,24 @@ pub fn run(cfg: &Config, plumbing: Plumbing) -> Outcome {
 
 /// The floor of lateness on this machine at a paced rate: one thread sleeping
 /// (`thread::sleep`, the default timer slack, like every consumer thread of
-/// the workload) until evenly spaced deadlines, `cfg.items` of them at the
-/// offered rate, each lateness recorded as a consumer records an item's. No
-/// queue can deliver an item to a sleeping consumer sooner than its thread
-/// wakes up (Debian's `cyclictest` measures the same thing), so every paced
-/// lateness reads as × this. Throughput is the offered rate by construction.
+/// the workload) until evenly spaced deadlines at one consumer's share of the
+/// offered rate (`rate / cfg.consumers`, `cfg.items / cfg.consumers` of them:
+/// the same run length), each lateness recorded as a consumer records an
+/// item's. A consumer that sleeps until an item is due cannot get it sooner
+/// than its thread wakes up (Debian's `cyclictest` measures the same thing),
+/// so every paced lateness reads as × this. Throughput is the offered rate by
+/// construction.
 pub fn floor(cfg: &Config) -> Outcome {
     let Pace::Rate(rate) = cfg.pace else { panic!("floor: a paced rate is needed") };
+    let per_thread = rate / cfg.consumers as f64;
+    let n = (cfg.items / cfg.consumers).max(1);
     let mut late = Hist::default();
     let cpu0 = crate::sys::rusage_cpu();
     let start = Instant::now();
     // The first deadline 1 ms out, so the first sleep is a real one.
     let first = start + Duration::from_millis(1);
-    for i in 0..cfg.items {
-        let deadline = first + Duration::from_secs_f64(i as f64 / rate);
+    for i in 0..n {
+        let deadline = first + Duration::from_secs_f64(i as f64 / per_thread);
         let now = Instant::now();
         if deadline > now {
             thread::sleep(deadline - now);
@@ -340,6 +344,8 @@ pub fn floor(cfg: &Config) -> Outcome {
     Outcome {
         wall: start.elapsed(),
         cpu: crate::sys::rusage_cpu().saturating_sub(cpu0),
+        // The run stands for the offered items (throughput = offered rate);
+        // its lateness histogram holds the floor thread's `n` wake-ups.
         received: cfg.items as u64,
         lost: 0,
         duplicated: 0,
