@@ -9,10 +9,17 @@
 //!   exact from the moment `send` returns; whoever removes an item releases it.
 //! - `closed` (set by `close()` or by the last `Sender` going): no new sends.
 //!   Receivers report "disconnected" once `closed && len == 0`. A send increments
-//!   `len` and then, after a SeqCst fence, re-reads `closed`; a receiver reads
-//!   `closed` and then, after a SeqCst fence, `len`. So a receiver that sees
-//!   `closed` and `len == 0` cannot miss a send that succeeded (store buffering,
-//!   forbidden by the fences; loom checks the fences, not SeqCst accesses).
+//!   `len` (a SeqCst RMW) and then, after a SeqCst fence, re-reads `closed`; a
+//!   receiver reads `closed` and then `len`, both SeqCst loads. So a receiver
+//!   that sees `closed` and `len == 0` cannot miss a send that succeeded: the
+//!   send's fence comes before the close in the SeqCst order (it read `closed`
+//!   false), the close before the receiver's two loads, so its `len` load sees
+//!   the reservation. The send's fence is load-bearing in loom
+//!   (`close_races_a_send` fails without it; loom models SeqCst fences, not
+//!   SeqCst accesses, loom issue 180). The receiver once had a fence between
+//!   its loads too: deleting it failed no model, and it is redundant by the
+//!   argument above (every access on the receiver's side is SeqCst), so it
+//!   went (`.ci/fence_audit.sh`, 2026-11-26).
 //! - `disconnected` (set when the last `Receiver` goes, or a proxy dies): the
 //!   ingress ring is closed, the proxies wind down, pending items are dropped.
 //!
@@ -117,12 +124,9 @@ impl Counter {
 
     /// Items can no longer come out: the receivers' "disconnected".
     pub(crate) fn is_exhausted(&self) -> bool {
-        // `closed`, a SeqCst fence, then `len`: the receiver's half (module docs).
-        self.is_disconnected()
-            || (self.is_closed() && {
-                fence(Ordering::SeqCst);
-                self.len() == 0
-            })
+        // `closed`, then `len`, both SeqCst loads: the receiver's half (module
+        // docs). No fence between them: the fence audit found none needed.
+        self.is_disconnected() || (self.is_closed() && self.len() == 0)
     }
 
     pub(crate) fn add_sender(&self) {
