@@ -34,12 +34,29 @@ pub struct Job {
     pub(crate) attempt: u32,
     pub(crate) token: u64,
     pub(crate) lease_until: u64,
+    pub(crate) kind: String,
+    pub(crate) last_error: Option<String>,
 }
 
 impl Job {
     /// The job's id.
     pub fn id(&self) -> JobId {
         self.id
+    }
+
+    /// The kind it was sent with (`send_kind_at`, or a typed
+    /// [`enqueue`](crate::JobQueue::enqueue)): what the
+    /// [`Worker`](crate::Worker) dispatches on. `""` for a job sent without one.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// The message of the last failed attempt that gave one (a handler's
+    /// error or panic, stored by [`nack_with_error`](crate::JobQueue::nack_with_error)
+    /// or [`kill`](crate::JobQueue::kill)), at most 4 KiB; `None` if no
+    /// attempt failed with a message.
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
     }
 
     /// The bytes it was sent with.
@@ -78,10 +95,12 @@ impl fmt::Debug for Job {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Job")
             .field("id", &self.id.0)
+            .field("kind", &self.kind)
             .field("payload_len", &self.payload.len())
             .field("deadline", &self.deadline())
             .field("attempt", &self.attempt)
             .field("leased", &(self.token != 0))
+            .field("last_error", &self.last_error)
             .finish()
     }
 }
@@ -137,4 +156,15 @@ pub(crate) fn after_nanos(delay: Duration) -> Result<u64, DurableError> {
     }
     let at = SystemTime::now().checked_add(delay).ok_or(DurableError::DeadlineOutOfRange)?;
     epoch_nanos(at)
+}
+
+/// Checks a kind: at most 255 bytes, no control characters.
+pub(crate) fn check_kind(kind: &str) -> Result<(), DurableError> {
+    if kind.len() > crate::record::MAX_KIND {
+        return Err(DurableError::InvalidArgument("a job kind must be at most 255 bytes"));
+    }
+    if kind.chars().any(char::is_control) {
+        return Err(DurableError::InvalidArgument("a job kind must not contain control characters"));
+    }
+    Ok(())
 }

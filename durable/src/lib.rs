@@ -70,21 +70,29 @@ mod builder;
 mod contract;
 mod error;
 mod job;
+#[cfg(feature = "serde")]
+mod kind;
 mod queue;
 mod record;
 #[cfg(feature = "redis")]
 mod redis_queue;
 mod reply;
+mod retry;
 #[cfg(feature = "serde")]
 mod typed;
+mod worker;
 mod writer;
 
 pub use crate::builder::{Builder, Durability};
 pub use crate::contract::JobQueue;
 pub use crate::error::DurableError;
 pub use crate::job::{Job, JobId, Stats};
+#[cfg(feature = "serde")]
+pub use crate::kind::JobKind;
 pub use crate::queue::{CommitStats, DurableQueue};
 #[cfg(feature = "redis")]
 pub use crate::redis_queue::{RedisBuilder, RedisQueue};
+pub use crate::retry::RetryPolicy;
 #[cfg(feature = "serde")]
 pub use crate::typed::{Typed, TypedJob};
+pub use crate::worker::{Context, Event, Shutdown, ShutdownHandle, Worker, WorkerBuilder, WorkerStats};

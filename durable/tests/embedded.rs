@@ -77,6 +77,8 @@ use delayq_durable::{Job, JobId, Stats};
 delegate! {
     send_at(payload: &[u8], at: SystemTime) -> Result<JobId, DurableError>;
     send_after(payload: &[u8], delay: Duration) -> Result<JobId, DurableError>;
+    send_kind_at(kind: &str, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError>;
+    send_kind_after(kind: &str, payload: &[u8], delay: Duration) -> Result<JobId, DurableError>;
     send_many(jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError>;
     reserve(lease: Duration) -> Result<Job, DurableError>;
     reserve_timeout(lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError>;
@@ -84,6 +86,8 @@ delegate! {
     ack(job: &Job) -> Result<bool, DurableError>;
     ack_many(jobs: &[Job]) -> Result<Vec<bool>, DurableError>;
     nack(job: &Job, retry_at: SystemTime) -> Result<bool, DurableError>;
+    nack_with_error(job: &Job, retry_at: SystemTime, error: &str) -> Result<bool, DurableError>;
+    kill(job: &Job, error: &str) -> Result<bool, DurableError>;
     extend(job: &Job, lease: Duration) -> Result<bool, DurableError>;
     cancel(id: JobId) -> Result<bool, DurableError>;
     len() -> Result<u64, DurableError>;
