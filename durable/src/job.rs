@@ -160,11 +160,30 @@ pub(crate) fn after_nanos(delay: Duration) -> Result<u64, DurableError> {
 
 /// Checks a kind: at most 255 bytes, no control characters.
 pub(crate) fn check_kind(kind: &str) -> Result<(), DurableError> {
-    if kind.len() > crate::record::MAX_KIND {
+    if kind.len() > MAX_KIND {
         return Err(DurableError::InvalidArgument("a job kind must be at most 255 bytes"));
     }
     if kind.chars().any(char::is_control) {
         return Err(DurableError::InvalidArgument("a job kind must not contain control characters"));
     }
     Ok(())
+}
+
+/// The longest kind, in bytes (on both backends).
+pub(crate) const MAX_KIND: usize = 255;
+/// The longest stored error message, in bytes; longer ones are cut (at a
+/// character boundary) when stored, on both backends.
+pub(crate) const MAX_ERROR: usize = 4096;
+
+/// `msg` cut to at most [`MAX_ERROR`] bytes at a character boundary; an
+/// empty message becomes a placeholder (an empty one reads as "no error").
+pub(crate) fn clip_error(msg: &str) -> String {
+    if msg.is_empty() {
+        return "(no message)".to_string();
+    }
+    let mut end = msg.len().min(MAX_ERROR);
+    while !msg.is_char_boundary(end) {
+        end -= 1;
+    }
+    msg[..end].to_string()
 }

@@ -13,8 +13,8 @@ use redb::{Database, ReadableTable};
 
 use crate::builder::{Builder, Durability};
 use crate::error::DurableError;
-use crate::job::{after_nanos, check_kind, now_nanos, to_nanos, Job, JobId, Stats};
-use crate::record::{clip_error, Record, State};
+use crate::job::{after_nanos, check_kind, clip_error, now_nanos, to_nanos, Job, JobId, Stats};
+use crate::record::{Record, State};
 
 use crate::reply::reply;
 use crate::writer::{self, storage_error, Counters, Mailbox, Op, Timer, Writer, JOBS, META};

@@ -24,31 +24,14 @@
 //! (kinds, `last_error`); a version that predates it refuses such a record as
 //! `Corrupt`, naming the job, rather than misreading it — no job is skipped.
 
-use crate::job::{Job, JobId};
+#[cfg(test)]
+use crate::job::clip_error;
+use crate::job::{Job, JobId, MAX_ERROR, MAX_KIND};
 
 const FORMAT_PLAIN: u8 = 1;
 const FORMAT_KIND: u8 = 2;
 const HEADER: usize = 42;
 const HEADER_KIND: usize = HEADER + 6;
-
-/// The longest kind, in bytes (on both backends).
-pub(crate) const MAX_KIND: usize = 255;
-/// The longest stored error message, in bytes; longer ones are cut (at a
-/// character boundary) when stored, on both backends.
-pub(crate) const MAX_ERROR: usize = 4096;
-
-/// `msg` cut to at most [`MAX_ERROR`] bytes at a character boundary; an
-/// empty message becomes a placeholder (an empty one reads as "no error").
-pub(crate) fn clip_error(msg: &str) -> String {
-    if msg.is_empty() {
-        return "(no message)".to_string();
-    }
-    let mut end = msg.len().min(MAX_ERROR);
-    while !msg.is_char_boundary(end) {
-        end -= 1;
-    }
-    msg[..end].to_string()
-}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum State {

@@ -17,8 +17,7 @@ use redis::Value;
 
 use crate::contract::JobQueue;
 use crate::error::DurableError;
-use crate::job::{check_kind, Job, JobId, Stats};
-use crate::record::clip_error;
+use crate::job::{check_kind, clip_error, Job, JobId, Stats};
 
 use self::pool::{redis_error, Pool};
 use self::scripts::Scripts;
