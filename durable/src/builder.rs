@@ -21,7 +21,7 @@ pub enum Durability {
     Window(Duration),
 }
 
-/// Options for [`DurableQueue`]: `Builder::new().max_attempts(5).open(path)`.
+/// Options for [`DurableQueue`](crate::DurableQueue): `Builder::new().max_attempts(5).open(path)`.
 #[derive(Clone, Debug)]
 pub struct Builder {
     pub(crate) max_payload: usize,
@@ -52,7 +52,7 @@ impl Builder {
     }
 
     /// The largest payload `send_*` accepts, in bytes; larger ones fail with
-    /// [`DurableError::PayloadTooLarge`]. At most 1 GiB.
+    /// [`DurableError::PayloadTooLarge`](crate::DurableError::PayloadTooLarge). At most 1 GiB.
     pub fn max_payload(mut self, bytes: usize) -> Builder {
         self.max_payload = bytes;
         self
@@ -75,7 +75,7 @@ impl Builder {
     /// Whether opening reads the whole file and checks every page's checksum
     /// (redb's integrity check) before trusting it. On by default: a file
     /// altered outside redb (a truncated copy, a flipped byte) then fails to
-    /// open with [`DurableError::Corrupt`]. Turning it off makes opening a large
+    /// open with [`DurableError::Corrupt`](crate::DurableError::Corrupt). Turning it off makes opening a large
     /// file faster; redb still checks after a crash.
     pub fn verify_on_open(mut self, verify: bool) -> Builder {
         self.verify_on_open = verify;

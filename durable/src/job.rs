@@ -45,7 +45,7 @@ impl Job {
     }
 
     /// The kind it was sent with (`send_kind_at`, or a typed
-    /// [`enqueue`](crate::JobQueue::enqueue)): what the
+    /// `enqueue`): what the
     /// [`Worker`](crate::Worker) dispatches on. `""` for a job sent without one.
     pub fn kind(&self) -> &str {
         &self.kind

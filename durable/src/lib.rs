@@ -37,6 +37,15 @@
 //! default) carries any `Serialize + DeserializeOwned` payload as JSON over
 //! either.
 //!
+//! # The worker runtime
+//!
+//! [`Worker`] is the loop around the queue: handler threads that reserve
+//! jobs, dispatch on their [kind](Job::kind) (typed [`JobKind`] jobs, feature
+//! `serde`), ack on success, retry errors and panics by a [`RetryPolicy`]
+//! (the message kept as [`Job::last_error`]), bury unknown kinds and payloads
+//! that do not decode, keep leases alive while a handler runs, and
+//! [shut down](Worker::shutdown) with a grace period — on either backend.
+//!
 //! # Timing
 //!
 //! Deadlines are wall-clock ([`SystemTime`](std::time::SystemTime)): an

@@ -25,6 +25,7 @@ enum Failure {
     /// Retry by the policy (an error or a panic).
     Retry(String),
     /// No retry can help (a payload that does not decode): dead now.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     Dead(String),
 }
 
@@ -203,7 +204,7 @@ impl WorkerBuilder {
     }
 
     /// Handles jobs of kind `kind` with the raw [`Job`] (its payload as
-    /// bytes); as [`handle`](Self::handle) otherwise. `""` handles jobs sent
+    /// bytes); as `handle` otherwise. `""` handles jobs sent
     /// without a kind.
     pub fn handle_raw<E, F>(self, kind: &str, handler: F) -> WorkerBuilder
     where

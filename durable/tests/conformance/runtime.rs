@@ -125,8 +125,8 @@ pub fn the_runtime_handles_every_job_once_per_successful_attempt(q: impl JobQueu
     let worker = builder
         .handle(move |job: Echo, ctx| {
             let attempt = ctx.job().attempt();
-            let fails = attempt == 1 && job.n % 3 == 0;
-            let panics = attempt == 1 && job.n % 5 == 0 && !fails;
+            let fails = attempt == 1 && job.n.is_multiple_of(3);
+            let panics = attempt == 1 && job.n.is_multiple_of(5) && !fails;
             c.lock().unwrap().push((job.n, attempt, !fails && !panics));
             if panics {
                 panic!("job {} panicked on purpose", job.n);
@@ -145,7 +145,7 @@ pub fn the_runtime_handles_every_job_once_per_successful_attempt(q: impl JobQueu
     for i in 0..n {
         ids.insert(q.enqueue_after(&Echo { n: i }, ms(u64::from(i % 4) * 5)).unwrap(), i);
     }
-    let failing = (0..n).filter(|i| i % 3 == 0 || i % 5 == 0).count();
+    let failing = (0..n).filter(|i| i.is_multiple_of(3) || i.is_multiple_of(5)).count();
     let seen = next_events(&events, n as usize + failing);
     let report = worker.shutdown(PATIENCE);
     assert!(report.abandoned.is_empty(), "{report:?}");
@@ -162,7 +162,7 @@ pub fn the_runtime_handles_every_job_once_per_successful_attempt(q: impl JobQueu
     for s in &retries {
         let Seen::Retry(id, _, error) = s else { unreachable!() };
         let i = ids[id];
-        let want = if i % 3 == 0 {
+        let want = if i.is_multiple_of(3) {
             format!("job {i} failed on purpose")
         } else {
             format!("panicked: job {i} panicked on purpose")
@@ -172,13 +172,13 @@ pub fn the_runtime_handles_every_job_once_per_successful_attempt(q: impl JobQueu
     let calls = calls.lock().unwrap();
     assert_eq!(calls.len(), n as usize + failing, "one call per attempt, none more");
     for &(i, attempt, success) in calls.iter() {
-        let first_fails = i % 3 == 0 || i % 5 == 0;
+        let first_fails = i.is_multiple_of(3) || i.is_multiple_of(5);
         assert_eq!(success, !(first_fails && attempt == 1), "job {i} attempt {attempt}");
         assert!(attempt <= 2, "job {i} ran a third time");
     }
     let stats = report.stats;
     assert_eq!((stats.succeeded, stats.retried, stats.killed), (u64::from(n), failing as u64, 0));
-    assert_eq!(stats.panicked, (0..n).filter(|i| i % 5 == 0 && i % 3 != 0).count() as u64);
+    assert_eq!(stats.panicked, (0..n).filter(|i| i.is_multiple_of(5) && !i.is_multiple_of(3)).count() as u64);
     assert_eq!((stats.lease_lost, stats.queue_errors), (0, 0));
     assert_eq!(q.len().unwrap(), 0);
     assert_eq!(q.stats().unwrap().dead, 0);
