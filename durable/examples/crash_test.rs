@@ -10,8 +10,9 @@
 //! ```
 //!
 //! Each child opens the same database file (one process owns it at a time, so
-//! children run one after another) and runs producer threads, consumer
-//! threads, or both. Every event is appended to one log file with one `write`
+//! children run one after another) and runs producer threads, consumers (the
+//! worker runtime, [`Worker`], with a handler that fails one delivery in ten),
+//! or both. Every event is appended to one log file with one `write`
 //! per line *after* the call it reports returned (`S` sent, `D` delivered, `N`
 //! nacked, `A` acked), and an ack's intent (`a`) *before* the call. A SIGKILL
 //! leaves the page cache, so the log survives it exactly as written.
@@ -36,11 +37,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use delayq_durable::{Durability, DurableQueue};
+use delayq_durable::{Durability, DurableQueue, Event, RetryPolicy, Worker};
 
 const LEASE: Duration = Duration::from_secs(3);
 
@@ -99,7 +100,7 @@ fn child(dir: &Path, role: &str, seed: u64, window_ms: u64) {
     let mut threads = Vec::new();
     let (producers, consumers) = match role {
         "produce" => (3, 0),
-        "consume" | "drain" => (0, 3),
+        "consume" | "drain" => (0, 3usize),
         _ => (3, 3),
     };
     for p in 0..producers {
@@ -131,42 +132,52 @@ fn child(dir: &Path, role: &str, seed: u64, window_ms: u64) {
             }
         }));
     }
-    for c in 0..consumers {
-        let (q, file, stop) = (q.clone(), file.clone(), stop.clone());
-        let drain = role == "drain";
-        threads.push(thread::spawn(move || {
-            let mut rng = Rng::new(seed ^ ((c + 101) * 0x85eb_ca6b));
-            while !stop.load(Ordering::Relaxed) {
-                let Some(job) = q.reserve_timeout(LEASE, Duration::from_millis(100)).unwrap() else {
-                    if drain && q.len().unwrap() == 0 {
-                        return;
-                    }
-                    continue;
-                };
+    // Consumers: the worker runtime. The handler logs each delivery and an
+    // ack's intent (`a`, just before the runtime acks); the runtime's events
+    // log what the queue accepted: `A` acked, `N` nacked (with its retry_at),
+    // `F` refused (lease lost).
+    let drain = role == "drain";
+    let worker = (consumers > 0).then(|| {
+        let rng = Mutex::new(Rng::new(seed ^ 0x85eb_ca6b));
+        let events = file.clone();
+        let handler_log = file.clone();
+        Worker::builder(q.clone())
+            .handle_raw("", move |job, _ctx| {
                 let now = nanos(SystemTime::now());
                 let (id, attempt) = (job.id().0, job.attempt());
-                log(&file, format!("D {id} {attempt} {now}\n"));
-                thread::sleep(Duration::from_micros(rng.below(2000)));
-                if !drain && rng.below(10) == 0 {
-                    let retry = SystemTime::now() + Duration::from_millis(rng.below(100));
-                    let ok = q.nack(&job, retry).unwrap();
-                    if ok {
-                        log(&file, format!("N {id} {attempt} {}\n", nanos(retry)));
-                    } else {
-                        log(&file, format!("F {id} {attempt}\n"));
-                    }
-                } else {
-                    log(&file, format!("a {id} {attempt}\n"));
-                    let ok = q.ack(&job).unwrap();
-                    log(&file, format!("{} {id} {attempt}\n", if ok { "A" } else { "F" }));
+                log(&handler_log, format!("D {id} {attempt} {now}\n"));
+                let (pause, fail) = {
+                    let mut rng = rng.lock().unwrap();
+                    (rng.below(2000), !drain && rng.below(10) == 0)
+                };
+                thread::sleep(Duration::from_micros(pause));
+                if fail {
+                    return Err("a random failure");
                 }
-            }
-        }));
-    }
+                log(&handler_log, format!("a {id} {attempt}\n"));
+                Ok(())
+            })
+            .on_event(move |e| match e {
+                Event::Succeeded { job } => log(&events, format!("A {} {}\n", job.id().0, job.attempt())),
+                Event::Retrying { job, at, .. } => {
+                    log(&events, format!("N {} {} {}\n", job.id().0, job.attempt(), nanos(*at)))
+                }
+                Event::LeaseLost { job } => log(&events, format!("F {} {}\n", job.id().0, job.attempt())),
+                Event::Dead { job, error } => eprintln!("child: {} dead: {error}", job.id()),
+                _ => {}
+            })
+            .retry(RetryPolicy::exponential(Duration::from_millis(20)).cap(Duration::from_millis(100)))
+            .lease(LEASE)
+            .concurrency(consumers)
+            .start()
+            .expect("starting the worker")
+    });
     if role == "drain" {
-        for t in threads {
-            t.join().unwrap();
+        while q.len().unwrap() > 0 {
+            thread::sleep(Duration::from_millis(100));
         }
+        let report = worker.expect("a drain has consumers").shutdown(Duration::from_secs(10));
+        assert!(report.abandoned.is_empty(), "{report:?}");
         println!("drained: len {}, stats {:?}", q.len().unwrap(), q.stats());
         return;
     }

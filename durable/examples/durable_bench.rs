@@ -6,7 +6,13 @@
 //! cargo run --release -p delayq-durable --example durable_bench -- engine  # redb alone: append vs delete-at-head
 //! cargo run --release -p delayq-durable --example durable_bench -- queue --repeats 3 --jobs 20000
 //! cargo run --release -p delayq-durable --features redis --example durable_bench -- compare  # against Redis
+//! cargo run --release -p delayq-durable --example durable_bench -- worker --repeats 3  # the runtime vs a hand loop
 //! ```
+//!
+//! `worker` (not part of `all`): end to end per job, 16 producers, 16
+//! consumer threads, embedded, fsync on every commit — the consumers either
+//! the hand-written loop (`reserve_timeout`, `ack`) or the worker runtime
+//! (`Worker` with 16 threads and a handler that does nothing), interleaved.
 //!
 //! `compare` (feature `redis`; needs `redis-server` on the PATH) starts a
 //! private server on a free loopback port (AOF, `appendfsync always`) and runs
@@ -27,7 +33,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use delayq_durable::{DurableQueue, JobQueue};
+use delayq_durable::{DurableQueue, Event, JobQueue, Worker};
 
 #[cfg(feature = "redis")]
 #[path = "../tests/redis_server/mod.rs"]
@@ -50,9 +56,9 @@ fn args() -> Args {
         match arg.as_str() {
             "--repeats" => a.repeats = it.next().and_then(|v| v.parse().ok()).expect("--repeats N"),
             "--jobs" => a.jobs = it.next().and_then(|v| v.parse().ok()).expect("--jobs N"),
-            "engine" | "queue" | "compare" | "all" => a.what = arg,
+            "engine" | "queue" | "compare" | "worker" | "all" => a.what = arg,
             "--help" | "-h" => {
-                println!("durable_bench [engine|queue|compare|all] [--repeats N] [--jobs N]");
+                println!("durable_bench [engine|queue|compare|worker|all] [--repeats N] [--jobs N]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other:?} (try --help)"),
@@ -284,6 +290,81 @@ fn end_to_end_on<Q: JobQueue + Clone + 'static>(
     Run { jobs_per_s: total as f64 / secs, fsyncs_per_1000: (after - before) as f64 * 1000.0 / total as f64 }
 }
 
+/// As `end_to_end(16, jobs, 1)`, with the worker runtime as the consumers:
+/// 16 handler threads, a handler that does nothing; timed from the start of
+/// the sends to the last ack the runtime reports.
+fn end_to_end_worker(threads: u64, jobs: u64) -> Run {
+    let (q, path) = fresh("e2e-worker");
+    let per = jobs / threads;
+    let total = per * threads;
+    let acked = Arc::new(AtomicU64::new(0));
+    let (done_tx, done) = std::sync::mpsc::sync_channel(1);
+    let counter = acked.clone();
+    let worker = Worker::builder(q.clone())
+        .handle_raw("", |_, _| -> Result<(), String> { Ok(()) })
+        .on_event(move |e| {
+            if let Event::Succeeded { .. } = e {
+                if counter.fetch_add(1, Ordering::Relaxed) + 1 == total {
+                    let _ = done_tx.send(());
+                }
+            }
+        })
+        .concurrency(threads as usize)
+        .lease(LEASE)
+        .start()
+        .unwrap();
+    let barrier = Arc::new(Barrier::new(threads as usize + 1));
+    let producers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (q, barrier) = (q.clone(), barrier.clone());
+            thread::spawn(move || {
+                let payload = vec![1u8; PAYLOAD];
+                barrier.wait();
+                for _ in 0..per {
+                    q.send_at(&payload, SystemTime::now()).unwrap();
+                }
+            })
+        })
+        .collect();
+    let before = q.commit_stats().durable_commits;
+    barrier.wait();
+    let start = Instant::now();
+    for p in producers {
+        p.join().unwrap();
+    }
+    done.recv().unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    let after = q.commit_stats().durable_commits;
+    let report = worker.shutdown(Duration::from_secs(10));
+    assert_eq!((report.stats.succeeded, report.stats.retried, report.stats.lease_lost), (total, 0, 0));
+    assert_eq!(q.len().unwrap(), 0);
+    drop(q);
+    let _ = std::fs::remove_file(path);
+    Run { jobs_per_s: total as f64 / secs, fsyncs_per_1000: (after - before) as f64 * 1000.0 / total as f64 }
+}
+
+/// The worker runtime against the hand-written loop, interleaved.
+fn worker_vs_loop(repeats: usize, jobs: u64) {
+    println!("## worker runtime vs hand-written loop: end to end, 16 producers + 16 consumer threads, embedded, fsync per commit, {PAYLOAD}-byte payloads, {jobs} jobs per run");
+    println!("(jobs/s min / median / max of {repeats}, interleaved; fsync'd commits per 1,000 jobs, median)");
+    let mut hand = Vec::new();
+    let mut rt = Vec::new();
+    for r in 0..repeats {
+        hand.push(end_to_end(16, jobs, 1));
+        rt.push(end_to_end_worker(16, jobs));
+        eprintln!("repeat {} done, load {}", r + 1, loadavg());
+    }
+    for (name, runs) in [("hand-written loop", hand), ("Worker runtime", rt)] {
+        let mut f: Vec<f64> = runs.iter().map(|r| r.fsyncs_per_1000).collect();
+        f.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!(
+            "  {name:<20} {}  {:>7.1} fsyncs/1000",
+            summary(runs.iter().map(|r| r.jobs_per_s).collect()),
+            f[f.len() / 2]
+        );
+    }
+}
+
 /// Lateness of a paced run: p50, p99, max (µs) and early deliveries.
 #[cfg(feature = "redis")]
 type Lateness = (u64, u64, u64, u64);
@@ -453,6 +534,9 @@ fn main() {
     }
     if a.what == "queue" || a.what == "all" {
         queue(a.repeats, a.jobs);
+    }
+    if a.what == "worker" {
+        worker_vs_loop(a.repeats, a.jobs);
     }
     #[cfg(feature = "redis")]
     if a.what == "compare" || a.what == "all" {

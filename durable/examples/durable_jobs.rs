@@ -1,34 +1,25 @@
-//! A worker pool over durable jobs: typed payloads, retries with exponential
-//! backoff and jitter, a dead set for jobs that keep failing, and a restart
+//! Durable jobs with the worker runtime: a typed job, a handler, a retry
+//! policy, a dead set for jobs that keep failing, a shutdown, and a restart
 //! that finds everything where it was.
 //!
 //! ```sh
 //! cargo run -p delayq-durable --example durable_jobs
 //! ```
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::thread;
+use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
-use delayq_durable::{DurableError, DurableQueue, Typed, TypedJob};
+use delayq_durable::{DurableError, DurableQueue, Event, JobKind, JobQueue, RetryPolicy, Worker};
 use serde::{Deserialize, Serialize};
 
-#[derive(Serialize, Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug)]
 struct Webhook {
     url: String,
     body: String,
 }
 
-const LEASE: Duration = Duration::from_secs(10);
-const MAX_ATTEMPTS: u32 = 4;
-
-/// The retry delay after a failed attempt: 20 ms, 40 ms, 80 ms, … with up to
-/// 25 % jitter (so that jobs that failed together do not retry together).
-fn backoff(attempt: u32, salt: u64) -> Duration {
-    let base = Duration::from_millis(20) * 2u32.pow(attempt.saturating_sub(1).min(10));
-    let jitter = (salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % 250; // per mille of base / 4
-    base + base * jitter as u32 / 1000
+impl JobKind for Webhook {
+    const KIND: &'static str = "webhook.deliver";
 }
 
 /// A pretend HTTP call: `flaky-N` fails on its first N attempts, `down` always fails.
@@ -36,41 +27,35 @@ fn deliver(hook: &Webhook, attempt: u32) -> Result<(), String> {
     if hook.url.contains("down") {
         return Err("connection refused".into());
     }
-    if let Some(n) =
-        hook.url.split("flaky-").nth(1).and_then(|s| s.split('/').next()).and_then(|s| s.parse::<u32>().ok())
-    {
-        if attempt <= n {
-            return Err(format!("503 on attempt {attempt}"));
-        }
+    let flaky = hook.url.split("flaky-").nth(1).and_then(|s| s[..1].parse::<u32>().ok());
+    match flaky {
+        Some(n) if attempt <= n => Err(format!("503 on attempt {attempt}")),
+        _ => Ok(()),
     }
-    Ok(())
-}
-
-fn work(q: &Typed<Webhook>, job: TypedJob<Webhook>, log: &Mutex<Vec<String>>) -> Result<(), DurableError> {
-    let attempt = job.job().attempt();
-    match deliver(job.value(), attempt) {
-        Ok(()) => {
-            q.ack(&job)?;
-            log.lock().unwrap().push(format!("delivered {} (attempt {attempt})", job.value().url));
-        }
-        Err(why) => {
-            let retry_at = SystemTime::now() + backoff(attempt, job.job().id().0);
-            q.nack(&job, retry_at)?;
-            let fate = if attempt >= MAX_ATTEMPTS { "dead" } else { "will retry" };
-            log.lock()
-                .unwrap()
-                .push(format!("failed {} (attempt {attempt}: {why}); {fate}", job.value().url));
-        }
-    }
-    Ok(())
 }
 
 fn main() -> Result<(), DurableError> {
     let dir = std::env::temp_dir().join(format!("delayq-durable-jobs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temp dir");
     let path = dir.join("webhooks.redb");
-    let queue = DurableQueue::builder().max_attempts(MAX_ATTEMPTS).open(&path)?;
-    let q: Typed<Webhook> = Typed::new(queue.clone());
+    let queue = DurableQueue::open(&path)?;
+
+    // The runtime: a handler per kind, a retry policy, four threads.
+    let (settled, events) = mpsc::channel();
+    let worker = Worker::builder(queue.clone())
+        .handle(|hook: Webhook, ctx| deliver(&hook, ctx.job().attempt()))
+        .retry_for(Webhook::KIND, RetryPolicy::exponential(Duration::from_millis(20)).max_attempts(4))
+        .concurrency(4)
+        .on_event(move |e| match e {
+            Event::Succeeded { job } => {
+                drop(settled.send(format!("delivered {} (attempt {})", job.id(), job.attempt())))
+            }
+            Event::Dead { job, error } => {
+                drop(settled.send(format!("dead: {} after {}: {error}", job.id(), job.attempt())))
+            }
+            _ => {}
+        })
+        .start()?;
 
     let urls = [
         "https://a.example/ok",
@@ -80,54 +65,36 @@ fn main() -> Result<(), DurableError> {
     ];
     for (i, url) in urls.iter().cycle().take(12).enumerate() {
         let hook = Webhook { url: format!("{url}#{i}"), body: format!("{{\"event\":{i}}}") };
-        q.send_after(&hook, Duration::from_millis(10 * i as u64))?;
+        queue.enqueue_after(&hook, Duration::from_millis(10 * i as u64))?;
     }
-    println!("sent {} webhooks to {}", queue.len()?, path.display());
+    println!("sent 12 webhooks to {}", path.display());
+    let lines: Vec<String> = (0..12).map(|_| events.recv().expect("the worker runs")).collect();
+    let delivered = lines.iter().filter(|l| l.starts_with("delivered")).count();
+    println!(
+        "{delivered} delivered, {} dead; e.g. {}",
+        12 - delivered,
+        lines.iter().find(|l| l.starts_with("dead")).unwrap()
+    );
+    assert_eq!(delivered, 9, "every job but the `down` ones is delivered");
 
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let workers: Vec<_> = (0..4)
-        .map(|_| {
-            let (q, log) = (q.clone(), log.clone());
-            thread::spawn(move || -> Result<(), DurableError> {
-                // Work until nothing is pending or leased (dead jobs do not count).
-                while q.len()? > 0 {
-                    if let Some(job) = q.reserve_timeout(LEASE, Duration::from_millis(100))? {
-                        work(&q, job, &log)?;
-                    }
-                }
-                Ok(())
-            })
-        })
-        .collect();
-    for w in workers {
-        w.join().expect("a worker panicked")?;
-    }
-    let log = log.lock().unwrap();
-    let mut counts: HashMap<&str, usize> = HashMap::new();
-    for line in log.iter() {
-        *counts.entry(line.split(' ').next().unwrap()).or_default() += 1;
-    }
-    for line in log.iter().filter(|l| l.contains("flaky-2/y#2") || l.contains("down#3")) {
-        println!("  {line}");
-    }
-    println!("attempts: {} delivered, {} failed", counts["delivered"], counts["failed"]);
-    assert_eq!(counts["delivered"], 9, "every job but the dead ones is delivered");
+    // Stop reserving; wait up to 5 s for running handlers; join the threads.
+    let report = worker.shutdown(Duration::from_secs(5));
+    println!("shut down: {:?}", report.stats);
 
-    // A restart: the dead set is in the file.
-    drop(q);
+    // A restart: the dead set, with each job's kind and last error, is in the file.
     drop(queue);
     let queue = DurableQueue::open(&path)?;
     let dead = queue.dead_jobs(100)?;
-    println!("after a restart: {} pending, {} dead:", queue.len()?, dead.len());
+    assert_eq!((queue.len()?, dead.len()), (0, 3));
     for job in &dead {
-        let hook: Webhook = serde_json::from_slice(job.payload()).expect("a webhook");
-        println!("  {} after {} attempts", hook.url, job.attempt());
+        println!("  {} ({}): {}", job.id(), job.kind(), job.last_error().unwrap_or("-"));
     }
-    assert_eq!(dead.len(), 3);
-    assert!(dead.iter().all(|j| j.attempt() == MAX_ATTEMPTS));
+    assert!(dead
+        .iter()
+        .all(|j| j.attempt() == 4 && j.last_error() == Some("connection refused (attempt 4 of 4)")));
     // The endpoint is back: requeue one dead job, for now.
     assert!(queue.requeue_dead(dead[0].id(), SystemTime::now())?);
-    let job = queue.reserve(LEASE)?;
+    let job = queue.reserve(Duration::from_secs(10))?;
     println!("requeued {} and delivered it as attempt {}", job.id(), job.attempt());
     assert!(queue.ack(&job)?);
     drop(queue);

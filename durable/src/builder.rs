@@ -1,10 +1,7 @@
-//! Options for opening a [`DurableQueue`](crate::DurableQueue).
+//! Options for opening a [`DurableQueue`](crate::DurableQueue) (its `open` is in
+//! `queue.rs`, which reads this file; this one reads none of the others).
 
-use std::path::Path;
 use std::time::Duration;
-
-use crate::error::DurableError;
-use crate::queue::DurableQueue;
 
 /// When a change is on disk.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -24,7 +21,7 @@ pub enum Durability {
     Window(Duration),
 }
 
-/// Options for [`DurableQueue`]: `Builder::new().max_attempts(5).open(path)`.
+/// Options for [`DurableQueue`](crate::DurableQueue): `Builder::new().max_attempts(5).open(path)`.
 #[derive(Clone, Debug)]
 pub struct Builder {
     pub(crate) max_payload: usize,
@@ -55,7 +52,7 @@ impl Builder {
     }
 
     /// The largest payload `send_*` accepts, in bytes; larger ones fail with
-    /// [`DurableError::PayloadTooLarge`]. At most 1 GiB.
+    /// [`DurableError::PayloadTooLarge`](crate::DurableError::PayloadTooLarge). At most 1 GiB.
     pub fn max_payload(mut self, bytes: usize) -> Builder {
         self.max_payload = bytes;
         self
@@ -78,7 +75,7 @@ impl Builder {
     /// Whether opening reads the whole file and checks every page's checksum
     /// (redb's integrity check) before trusting it. On by default: a file
     /// altered outside redb (a truncated copy, a flipped byte) then fails to
-    /// open with [`DurableError::Corrupt`]. Turning it off makes opening a large
+    /// open with [`DurableError::Corrupt`](crate::DurableError::Corrupt). Turning it off makes opening a large
     /// file faster; redb still checks after a crash.
     pub fn verify_on_open(mut self, verify: bool) -> Builder {
         self.verify_on_open = verify;
@@ -89,32 +86,5 @@ impl Builder {
     pub fn cache_size(mut self, bytes: usize) -> Builder {
         self.cache_size = Some(bytes);
         self
-    }
-
-    /// Opens the queue at `path`, creating the file if it does not exist, and
-    /// recovers it: every pending job gets its timer back, and every job that
-    /// was leased when the previous owner stopped is due again at once (its
-    /// holder is gone: one process owns a file at a time), as its next attempt.
-    ///
-    /// # Errors
-    ///
-    /// [`DurableError::Locked`] if another process or queue has the file open;
-    /// [`DurableError::Corrupt`] if it is not a delayq database or fails its
-    /// checks; [`DurableError::Io`] if the system refuses (permission, disk
-    /// full, missing directory); [`DurableError::InvalidArgument`] for a zero
-    /// `max_attempts`, `max_payload` over 1 GiB or a zero durability window.
-    pub fn open(self, path: impl AsRef<Path>) -> Result<DurableQueue, DurableError> {
-        if self.max_attempts == 0 {
-            return Err(DurableError::InvalidArgument("max_attempts must be at least 1"));
-        }
-        if self.max_payload > 1 << 30 {
-            return Err(DurableError::InvalidArgument("max_payload must be at most 1 GiB"));
-        }
-        if self.durability == Durability::Window(Duration::ZERO) {
-            return Err(DurableError::InvalidArgument(
-                "a durability window must be longer than zero (use Durability::Immediate)",
-            ));
-        }
-        DurableQueue::open_with(self, path.as_ref())
     }
 }

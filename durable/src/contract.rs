@@ -5,6 +5,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::DurableError;
 use crate::job::{Job, JobId, Stats};
+#[cfg(feature = "serde")]
+use crate::kind::JobKind;
 use crate::queue::DurableQueue;
 
 /// Durable delayed jobs, at least once: a job is stored before `send_*`
@@ -42,6 +44,32 @@ pub trait JobQueue: Send + Sync {
     fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError>;
     /// Stores a job due `delay` from now (by the queue's clock).
     fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError>;
+    /// As `send_at`, with a kind stored beside the payload ([`Job::kind`]),
+    /// what a [`Worker`](crate::Worker) dispatches on. A kind is at most 255
+    /// bytes, without control characters
+    /// ([`InvalidArgument`](DurableError::InvalidArgument) otherwise); `""`
+    /// is no kind.
+    fn send_kind_at(&self, kind: &str, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError>;
+    /// As `send_after`, with a kind.
+    fn send_kind_after(&self, kind: &str, payload: &[u8], delay: Duration) -> Result<JobId, DurableError>;
+    /// Stores a typed job: its [`JobKind::KIND`] as the kind, the value as
+    /// JSON (feature `serde`). A value whose JSON does not decode back (an
+    /// `f64` NaN) is refused with [`Codec`](DurableError::Codec).
+    #[cfg(feature = "serde")]
+    fn enqueue<K: JobKind>(&self, job: &K, at: SystemTime) -> Result<JobId, DurableError>
+    where
+        Self: Sized,
+    {
+        self.send_kind_at(K::KIND, &crate::kind::encode(job)?, at)
+    }
+    /// As [`enqueue`](Self::enqueue), due `delay` from now (by the queue's clock).
+    #[cfg(feature = "serde")]
+    fn enqueue_after<K: JobKind>(&self, job: &K, delay: Duration) -> Result<JobId, DurableError>
+    where
+        Self: Sized,
+    {
+        self.send_kind_after(K::KIND, &crate::kind::encode(job)?, delay)
+    }
     /// Stores several jobs at once, all or none.
     fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError>;
     /// Blocks until a job is due; leases it to the caller.
@@ -58,6 +86,13 @@ pub trait JobQueue: Send + Sync {
     fn ack_many(&self, jobs: &[Job]) -> Result<Vec<bool>, DurableError>;
     /// Retries the job at `retry_at`, or moves it to the dead set after its last attempt.
     fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError>;
+    /// As `nack`, and stores `error` as the job's [`Job::last_error`] (cut to
+    /// 4 KiB at a character boundary; `""` is stored as "(no message)").
+    fn nack_with_error(&self, job: &Job, retry_at: SystemTime, error: &str) -> Result<bool, DurableError>;
+    /// Moves a job the caller holds the lease of to the dead set now,
+    /// whatever attempts it has left, with `error` as its last error: for a
+    /// job no retry can help. `Ok(false)` if the lease is not the caller's.
+    fn kill(&self, job: &Job, error: &str) -> Result<bool, DurableError>;
     /// Extends the caller's lease to `lease` from now.
     fn extend(&self, job: &Job, lease: Duration) -> Result<bool, DurableError>;
     /// Deletes a job in any state; `Ok(false)` if there is none.
@@ -83,6 +118,12 @@ impl JobQueue for DurableQueue {
     fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
         DurableQueue::send_after(self, payload, delay)
     }
+    fn send_kind_at(&self, kind: &str, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        DurableQueue::send_kind_at(self, kind, payload, at)
+    }
+    fn send_kind_after(&self, kind: &str, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
+        DurableQueue::send_kind_after(self, kind, payload, delay)
+    }
     fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
         DurableQueue::send_many(self, jobs)
     }
@@ -104,6 +145,12 @@ impl JobQueue for DurableQueue {
     fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
         DurableQueue::nack(self, job, retry_at)
     }
+    fn nack_with_error(&self, job: &Job, retry_at: SystemTime, error: &str) -> Result<bool, DurableError> {
+        DurableQueue::nack_with_error(self, job, retry_at, error)
+    }
+    fn kill(&self, job: &Job, error: &str) -> Result<bool, DurableError> {
+        DurableQueue::kill(self, job, error)
+    }
     fn extend(&self, job: &Job, lease: Duration) -> Result<bool, DurableError> {
         DurableQueue::extend(self, job, lease)
     }
@@ -121,5 +168,67 @@ impl JobQueue for DurableQueue {
     }
     fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
         DurableQueue::requeue_dead(self, id, at)
+    }
+}
+
+/// A shared queue is a queue: a [`Worker`](crate::Worker) or a test can hold
+/// an `Arc` of any backend (or of `dyn JobQueue`).
+impl<Q: JobQueue + ?Sized> JobQueue for std::sync::Arc<Q> {
+    fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        (**self).send_at(payload, at)
+    }
+    fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
+        (**self).send_after(payload, delay)
+    }
+    fn send_kind_at(&self, kind: &str, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        (**self).send_kind_at(kind, payload, at)
+    }
+    fn send_kind_after(&self, kind: &str, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
+        (**self).send_kind_after(kind, payload, delay)
+    }
+    fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
+        (**self).send_many(jobs)
+    }
+    fn reserve(&self, lease: Duration) -> Result<Job, DurableError> {
+        (**self).reserve(lease)
+    }
+    fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
+        (**self).reserve_timeout(lease, timeout)
+    }
+    fn reserve_many(&self, lease: Duration, max: usize, timeout: Duration) -> Result<Vec<Job>, DurableError> {
+        (**self).reserve_many(lease, max, timeout)
+    }
+    fn ack(&self, job: &Job) -> Result<bool, DurableError> {
+        (**self).ack(job)
+    }
+    fn ack_many(&self, jobs: &[Job]) -> Result<Vec<bool>, DurableError> {
+        (**self).ack_many(jobs)
+    }
+    fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
+        (**self).nack(job, retry_at)
+    }
+    fn nack_with_error(&self, job: &Job, retry_at: SystemTime, error: &str) -> Result<bool, DurableError> {
+        (**self).nack_with_error(job, retry_at, error)
+    }
+    fn kill(&self, job: &Job, error: &str) -> Result<bool, DurableError> {
+        (**self).kill(job, error)
+    }
+    fn extend(&self, job: &Job, lease: Duration) -> Result<bool, DurableError> {
+        (**self).extend(job, lease)
+    }
+    fn cancel(&self, id: JobId) -> Result<bool, DurableError> {
+        (**self).cancel(id)
+    }
+    fn len(&self) -> Result<u64, DurableError> {
+        (**self).len()
+    }
+    fn stats(&self) -> Result<Stats, DurableError> {
+        (**self).stats()
+    }
+    fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
+        (**self).dead_jobs(limit)
+    }
+    fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
+        (**self).requeue_dead(id, at)
     }
 }

@@ -34,12 +34,29 @@ pub struct Job {
     pub(crate) attempt: u32,
     pub(crate) token: u64,
     pub(crate) lease_until: u64,
+    pub(crate) kind: String,
+    pub(crate) last_error: Option<String>,
 }
 
 impl Job {
     /// The job's id.
     pub fn id(&self) -> JobId {
         self.id
+    }
+
+    /// The kind it was sent with (`send_kind_at`, or a typed
+    /// `enqueue`): what the
+    /// [`Worker`](crate::Worker) dispatches on. `""` for a job sent without one.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// The message of the last failed attempt that gave one (a handler's
+    /// error or panic, stored by [`nack_with_error`](crate::JobQueue::nack_with_error)
+    /// or [`kill`](crate::JobQueue::kill)), at most 4 KiB; `None` if no
+    /// attempt failed with a message.
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
     }
 
     /// The bytes it was sent with.
@@ -78,10 +95,12 @@ impl fmt::Debug for Job {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Job")
             .field("id", &self.id.0)
+            .field("kind", &self.kind)
             .field("payload_len", &self.payload.len())
             .field("deadline", &self.deadline())
             .field("attempt", &self.attempt)
             .field("leased", &(self.token != 0))
+            .field("last_error", &self.last_error)
             .finish()
     }
 }
@@ -137,4 +156,34 @@ pub(crate) fn after_nanos(delay: Duration) -> Result<u64, DurableError> {
     }
     let at = SystemTime::now().checked_add(delay).ok_or(DurableError::DeadlineOutOfRange)?;
     epoch_nanos(at)
+}
+
+/// Checks a kind: at most 255 bytes, no control characters.
+pub(crate) fn check_kind(kind: &str) -> Result<(), DurableError> {
+    if kind.len() > MAX_KIND {
+        return Err(DurableError::InvalidArgument("a job kind must be at most 255 bytes"));
+    }
+    if kind.chars().any(char::is_control) {
+        return Err(DurableError::InvalidArgument("a job kind must not contain control characters"));
+    }
+    Ok(())
+}
+
+/// The longest kind, in bytes (on both backends).
+pub(crate) const MAX_KIND: usize = 255;
+/// The longest stored error message, in bytes; longer ones are cut (at a
+/// character boundary) when stored, on both backends.
+pub(crate) const MAX_ERROR: usize = 4096;
+
+/// `msg` cut to at most [`MAX_ERROR`] bytes at a character boundary; an
+/// empty message becomes a placeholder (an empty one reads as "no error").
+pub(crate) fn clip_error(msg: &str) -> String {
+    if msg.is_empty() {
+        return "(no message)".to_string();
+    }
+    let mut end = msg.len().min(MAX_ERROR);
+    while !msg.is_char_boundary(end) {
+        end -= 1;
+    }
+    msg[..end].to_string()
 }

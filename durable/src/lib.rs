@@ -37,6 +37,15 @@
 //! default) carries any `Serialize + DeserializeOwned` payload as JSON over
 //! either.
 //!
+//! # The worker runtime
+//!
+//! [`Worker`] is the loop around the queue: handler threads that reserve
+//! jobs, dispatch on their [kind](Job::kind) (typed [`JobKind`] jobs, feature
+//! `serde`), ack on success, retry errors and panics by a [`RetryPolicy`]
+//! (the message kept as [`Job::last_error`]), bury unknown kinds and payloads
+//! that do not decode, keep leases alive while a handler runs, and
+//! [shut down](Worker::shutdown) with a grace period — on either backend.
+//!
 //! # Timing
 //!
 //! Deadlines are wall-clock ([`SystemTime`](std::time::SystemTime)): an
@@ -70,21 +79,29 @@ mod builder;
 mod contract;
 mod error;
 mod job;
+#[cfg(feature = "serde")]
+mod kind;
 mod queue;
 mod record;
 #[cfg(feature = "redis")]
 mod redis_queue;
 mod reply;
+mod retry;
 #[cfg(feature = "serde")]
 mod typed;
+mod worker;
 mod writer;
 
 pub use crate::builder::{Builder, Durability};
 pub use crate::contract::JobQueue;
 pub use crate::error::DurableError;
 pub use crate::job::{Job, JobId, Stats};
+#[cfg(feature = "serde")]
+pub use crate::kind::JobKind;
 pub use crate::queue::{CommitStats, DurableQueue};
 #[cfg(feature = "redis")]
 pub use crate::redis_queue::{RedisBuilder, RedisQueue};
+pub use crate::retry::RetryPolicy;
 #[cfg(feature = "serde")]
 pub use crate::typed::{Typed, TypedJob};
+pub use crate::worker::{Context, Event, Shutdown, ShutdownHandle, Worker, WorkerBuilder, WorkerStats};

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use redb::{Database, ReadableTable};
 
-use crate::builder::Builder;
+use crate::builder::{Builder, Durability};
 use crate::error::DurableError;
-use crate::job::{after_nanos, now_nanos, to_nanos, Job, JobId, Stats};
+use crate::job::{after_nanos, check_kind, clip_error, now_nanos, to_nanos, Job, JobId, Stats};
 use crate::record::{Record, State};
 
 use crate::reply::reply;
@@ -125,7 +125,7 @@ impl DurableQueue {
         Builder::new()
     }
 
-    pub(crate) fn open_with(options: Builder, path: &Path) -> Result<DurableQueue, DurableError> {
+    fn open_with(options: Builder, path: &Path) -> Result<DurableQueue, DurableError> {
         let db = panic::catch_unwind(AssertUnwindSafe(|| {
             let mut b = redb::Builder::new();
             b.set_check_integrity_on_open(options.verify_on_open);
@@ -223,14 +223,37 @@ impl DurableQueue {
     /// # drop(q); std::fs::remove_dir_all(&dir).unwrap();
     /// ```
     pub fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
-        let at = to_nanos(at)?;
-        self.send_nanos(vec![(self.checked(payload)?.to_vec(), at)]).map(|ids| ids[0])
+        self.send_kind_at("", payload, at)
     }
 
     /// Stores a job due `delay` from now (wall clock); as [`send_at`](Self::send_at).
     pub fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
+        self.send_kind_after("", payload, delay)
+    }
+
+    /// As [`send_at`](Self::send_at), with a kind stored beside the payload
+    /// ([`Job::kind`]): what a [`Worker`](crate::Worker) dispatches on.
+    ///
+    /// # Errors
+    ///
+    /// As `send_at`; [`DurableError::InvalidArgument`] for a kind over 255
+    /// bytes or with control characters.
+    pub fn send_kind_at(&self, kind: &str, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        check_kind(kind)?;
+        let at = to_nanos(at)?;
+        self.send_nanos(vec![(kind.to_string(), self.checked(payload)?.to_vec(), at)]).map(|ids| ids[0])
+    }
+
+    /// As [`send_after`](Self::send_after), with a kind; as [`send_kind_at`](Self::send_kind_at).
+    pub fn send_kind_after(
+        &self,
+        kind: &str,
+        payload: &[u8],
+        delay: Duration,
+    ) -> Result<JobId, DurableError> {
+        check_kind(kind)?;
         let at = after_nanos(delay)?;
-        self.send_nanos(vec![(self.checked(payload)?.to_vec(), at)]).map(|ids| ids[0])
+        self.send_nanos(vec![(kind.to_string(), self.checked(payload)?.to_vec(), at)]).map(|ids| ids[0])
     }
 
     /// Stores several jobs in one commit, all or none, and returns their ids in
@@ -239,7 +262,7 @@ impl DurableQueue {
     pub fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
         let mut batch = Vec::with_capacity(jobs.len());
         for (payload, at) in jobs {
-            batch.push((self.checked(payload)?.to_vec(), to_nanos(*at)?));
+            batch.push((String::new(), self.checked(payload)?.to_vec(), to_nanos(*at)?));
         }
         if batch.is_empty() {
             return Ok(Vec::new());
@@ -254,7 +277,7 @@ impl DurableQueue {
         Ok(payload)
     }
 
-    fn send_nanos(&self, jobs: Vec<(Vec<u8>, u64)>) -> Result<Vec<JobId>, DurableError> {
+    fn send_nanos(&self, jobs: Vec<(String, Vec<u8>, u64)>) -> Result<Vec<JobId>, DurableError> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(DurableError::Closed);
         }
@@ -409,7 +432,36 @@ impl DurableQueue {
         if job.token == 0 {
             return Ok(false);
         }
-        self.call(|reply| Op::Nack { id: job.id.0, token: job.token, retry_at, reply })
+        self.call(|reply| Op::Nack { id: job.id.0, token: job.token, retry_at, error: None, reply })
+    }
+
+    /// As [`nack`](Self::nack), and stores `error` as the job's
+    /// [`last_error`](Job::last_error) (cut to 4 KiB at a character boundary).
+    pub fn nack_with_error(
+        &self,
+        job: &Job,
+        retry_at: SystemTime,
+        error: &str,
+    ) -> Result<bool, DurableError> {
+        let retry_at = to_nanos(retry_at)?;
+        if job.token == 0 {
+            return Ok(false);
+        }
+        let error = Some(clip_error(error));
+        self.call(|reply| Op::Nack { id: job.id.0, token: job.token, retry_at, error, reply })
+    }
+
+    /// Moves a job the caller holds the lease of to the dead set now, whatever
+    /// attempts it has left, with `error` as its
+    /// [`last_error`](Job::last_error): for a job no retry can help (an
+    /// unknown kind, a payload that does not decode). `Ok(false)` if the lease
+    /// is no longer the caller's.
+    pub fn kill(&self, job: &Job, error: &str) -> Result<bool, DurableError> {
+        if job.token == 0 {
+            return Ok(false);
+        }
+        let error = clip_error(error);
+        self.call(|reply| Op::Kill { id: job.id.0, token: job.token, error, reply })
     }
 
     /// Extends the caller's lease to `lease` from now. `Ok(false)` if the lease
@@ -499,6 +551,35 @@ impl DurableQueue {
         let (r, waiting) = reply();
         self.inner.mailbox.post([op(r)])?;
         waiting.wait()
+    }
+}
+
+impl Builder {
+    /// Opens the queue at `path`, creating the file if it does not exist, and
+    /// recovers it: every pending job gets its timer back, and every job that
+    /// was leased when the previous owner stopped is due again at once (its
+    /// holder is gone: one process owns a file at a time), as its next attempt.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Locked`] if another process or queue has the file open;
+    /// [`DurableError::Corrupt`] if it is not a delayq database or fails its
+    /// checks; [`DurableError::Io`] if the system refuses (permission, disk
+    /// full, missing directory); [`DurableError::InvalidArgument`] for a zero
+    /// `max_attempts`, `max_payload` over 1 GiB or a zero durability window.
+    pub fn open(self, path: impl AsRef<Path>) -> Result<DurableQueue, DurableError> {
+        if self.max_attempts == 0 {
+            return Err(DurableError::InvalidArgument("max_attempts must be at least 1"));
+        }
+        if self.max_payload > 1 << 30 {
+            return Err(DurableError::InvalidArgument("max_payload must be at most 1 GiB"));
+        }
+        if self.durability == Durability::Window(Duration::ZERO) {
+            return Err(DurableError::InvalidArgument(
+                "a durability window must be longer than zero (use Durability::Immediate)",
+            ));
+        }
+        DurableQueue::open_with(self, path.as_ref())
     }
 }
 

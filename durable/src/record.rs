@@ -4,7 +4,7 @@
 //!
 //! | bytes | field |
 //! | --- | --- |
-//! | 0 | format (1) |
+//! | 0 | format: 1, or 2 when the job has a kind or a last error |
 //! | 1 | state: 0 pending, 1 leased, 2 dead |
 //! | 2..6 | attempt: deliveries so far |
 //! | 6..10 | dead_after: the attempt after which a failed delivery goes dead |
@@ -12,12 +12,26 @@
 //! | 18..26 | lease token (0 when not leased) |
 //! | 26..34 | lease end, ns since the Unix epoch |
 //! | 34..42 | generation: bumped by every change; a timer names the generation it was armed for |
-//! | 42.. | payload |
+//! | 42.. | format 1: payload |
+//! | 42..44 | format 2: kind length K (at most [`MAX_KIND`]) |
+//! | 44..48 | format 2: last error length E (0: none; at most [`MAX_ERROR`]) |
+//! | 48..48+K+E | format 2: kind, then last error (UTF-8) |
+//! | 48+K+E.. | format 2: payload |
+//!
+//! A job with neither a kind nor a last error is written in format 1, byte for
+//! byte what the first version wrote, so a file used without kinds stays
+//! readable by that version. Format 2 was added with the worker runtime
+//! (kinds, `last_error`); a version that predates it refuses such a record as
+//! `Corrupt`, naming the job, rather than misreading it — no job is skipped.
 
-use crate::job::{Job, JobId};
+#[cfg(test)]
+use crate::job::clip_error;
+use crate::job::{Job, JobId, MAX_ERROR, MAX_KIND};
 
-const FORMAT: u8 = 1;
+const FORMAT_PLAIN: u8 = 1;
+const FORMAT_KIND: u8 = 2;
 const HEADER: usize = 42;
+const HEADER_KIND: usize = HEADER + 6;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum State {
@@ -35,13 +49,19 @@ pub(crate) struct Record {
     pub(crate) token: u64,
     pub(crate) lease_until: u64,
     pub(crate) gen: u64,
+    /// The job's kind (`""`: none).
+    pub(crate) kind: String,
+    /// The message of the last failed attempt that gave one.
+    pub(crate) error: Option<String>,
     pub(crate) payload: Vec<u8>,
 }
 
 impl Record {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER + self.payload.len());
-        out.push(FORMAT);
+        let error = self.error.as_deref().unwrap_or("");
+        let plain = self.kind.is_empty() && error.is_empty();
+        let mut out = Vec::with_capacity(HEADER_KIND + self.kind.len() + error.len() + self.payload.len());
+        out.push(if plain { FORMAT_PLAIN } else { FORMAT_KIND });
         out.push(match self.state {
             State::Pending => 0,
             State::Leased => 1,
@@ -53,6 +73,13 @@ impl Record {
         out.extend_from_slice(&self.token.to_le_bytes());
         out.extend_from_slice(&self.lease_until.to_le_bytes());
         out.extend_from_slice(&self.gen.to_le_bytes());
+        if !plain {
+            // Both lengths are bounded by the callers (`MAX_KIND`, `MAX_ERROR`).
+            out.extend_from_slice(&(self.kind.len() as u16).to_le_bytes());
+            out.extend_from_slice(&(error.len() as u32).to_le_bytes());
+            out.extend_from_slice(self.kind.as_bytes());
+            out.extend_from_slice(error.as_bytes());
+        }
         out.extend_from_slice(&self.payload);
         out
     }
@@ -62,8 +89,8 @@ impl Record {
         if bytes.len() < HEADER {
             return Err(format!("record of {} bytes is shorter than its {HEADER}-byte header", bytes.len()));
         }
-        if bytes[0] != FORMAT {
-            return Err(format!("record format {} is not {FORMAT}", bytes[0]));
+        if bytes[0] != FORMAT_PLAIN && bytes[0] != FORMAT_KIND {
+            return Err(format!("record format {} is not {FORMAT_PLAIN} or {FORMAT_KIND}", bytes[0]));
         }
         let state = match bytes[1] {
             0 => State::Pending,
@@ -73,6 +100,28 @@ impl Record {
         };
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let (kind, error, payload_at) = if bytes[0] == FORMAT_PLAIN {
+            (String::new(), None, HEADER)
+        } else {
+            if bytes.len() < HEADER_KIND {
+                return Err(format!(
+                    "record of {} bytes is shorter than its {HEADER_KIND}-byte header",
+                    bytes.len()
+                ));
+            }
+            let k = u16::from_le_bytes([bytes[42], bytes[43]]) as usize;
+            let e = u32_at(44) as usize;
+            if k > MAX_KIND || e > MAX_ERROR || bytes.len() - HEADER_KIND < k + e {
+                return Err(format!("record's kind ({k} bytes) or error ({e} bytes) overruns it"));
+            }
+            let text = |from: usize, len: usize, what: &str| {
+                String::from_utf8(bytes[from..from + len].to_vec())
+                    .map_err(|_| format!("record's {what} is not UTF-8"))
+            };
+            let kind = text(HEADER_KIND, k, "kind")?;
+            let error = text(HEADER_KIND + k, e, "error")?;
+            (kind, (!error.is_empty()).then_some(error), HEADER_KIND + k + e)
+        };
         Ok(Record {
             state,
             attempt: u32_at(2),
@@ -81,7 +130,9 @@ impl Record {
             token: u64_at(18),
             lease_until: u64_at(26),
             gen: u64_at(34),
-            payload: bytes[HEADER..].to_vec(),
+            kind,
+            error,
+            payload: bytes[payload_at..].to_vec(),
         })
     }
 
@@ -103,6 +154,8 @@ impl Record {
             attempt: self.attempt,
             token: if self.state == State::Leased { self.token } else { 0 },
             lease_until: self.lease_until,
+            kind: self.kind.clone(),
+            last_error: self.error.clone(),
         }
     }
 }
@@ -121,6 +174,8 @@ mod tests {
             token: 42,
             lease_until: u64::MAX - 1,
             gen: 9,
+            kind: String::new(),
+            error: None,
             payload: b"hello".to_vec(),
         };
         let bytes = r.encode();
@@ -134,7 +189,54 @@ mod tests {
         let mut bad = bytes.clone();
         bad[1] = 7;
         assert!(Record::decode(&bad).unwrap_err().contains("state 7"));
-        bad[0] = 2;
-        assert!(Record::decode(&bad).unwrap_err().contains("format 2"));
+        bad[0] = 3;
+        assert!(Record::decode(&bad).unwrap_err().contains("format 3"));
+    }
+
+    #[test]
+    fn a_record_with_a_kind_or_an_error_round_trips_in_format_2_and_one_without_stays_format_1() {
+        let mut r = Record {
+            state: State::Pending,
+            attempt: 2,
+            dead_after: 5,
+            deadline: 7,
+            token: 0,
+            lease_until: 0,
+            gen: 3,
+            kind: "email.send".into(),
+            error: Some("smtp: 451 try later".into()),
+            payload: b"{}".to_vec(),
+        };
+        let bytes = r.encode();
+        assert_eq!(bytes[0], FORMAT_KIND);
+        let back = Record::decode(&bytes).unwrap();
+        assert_eq!((back.kind.as_str(), back.error.as_deref()), ("email.send", Some("smtp: 451 try later")));
+        assert_eq!((back.attempt, back.gen, back.payload.as_slice()), (2, 3, &b"{}"[..]));
+        // A lying length is refused, not read past the end.
+        let mut bad = bytes.clone();
+        bad[44] = 0xff;
+        assert!(Record::decode(&bad).unwrap_err().contains("overruns"), "{:?}", Record::decode(&bad));
+        assert!(Record::decode(&bytes[..HEADER_KIND - 1]).unwrap_err().contains("shorter"));
+        // Kind only, error only.
+        r.error = None;
+        let back = Record::decode(&r.encode()).unwrap();
+        assert_eq!((back.kind.as_str(), back.error), ("email.send", None));
+        r.kind.clear();
+        r.error = Some("boom".into());
+        let back = Record::decode(&r.encode()).unwrap();
+        assert_eq!((back.kind.as_str(), back.error.as_deref()), ("", Some("boom")));
+        // Neither: the first version's bytes exactly.
+        r.error = None;
+        let bytes = r.encode();
+        assert_eq!((bytes[0], bytes.len()), (FORMAT_PLAIN, HEADER + 2));
+    }
+
+    #[test]
+    fn errors_are_clipped_at_a_character_boundary_and_never_empty() {
+        assert_eq!(clip_error(""), "(no message)");
+        let long = "é".repeat(MAX_ERROR); // 2 bytes each
+        let clipped = clip_error(&long);
+        assert!(clipped.len() <= MAX_ERROR && clipped.len() > MAX_ERROR - 2);
+        assert!(clipped.chars().all(|c| c == 'é'));
     }
 }

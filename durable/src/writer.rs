@@ -64,7 +64,8 @@ pub(crate) type Timer = (u64, u64);
 /// One request to the writer. Times are ns since the Unix epoch; leases are ns.
 pub(crate) enum Op {
     Send {
-        jobs: Vec<(Vec<u8>, u64)>,
+        /// `(kind, payload, deadline)` per job.
+        jobs: Vec<(String, Vec<u8>, u64)>,
         reply: Reply<Vec<JobId>>,
     },
     Lease {
@@ -82,6 +83,15 @@ pub(crate) enum Op {
         id: u64,
         token: u64,
         retry_at: u64,
+        /// Stored as the job's last error (`None` keeps the one it has).
+        error: Option<String>,
+        reply: Reply<bool>,
+    },
+    /// Moves a leased job to the dead set now, whatever its attempts.
+    Kill {
+        id: u64,
+        token: u64,
+        error: String,
         reply: Reply<bool>,
     },
     Extend {
@@ -542,7 +552,7 @@ impl Writer {
                 let outcome = match op {
                     Op::Send { jobs: sends, .. } => {
                         let mut ids = Vec::with_capacity(sends.len());
-                        for (payload, deadline) in sends {
+                        for (kind, payload, deadline) in sends {
                             let id = next_id;
                             next_id += 1;
                             let rec = Record {
@@ -553,6 +563,8 @@ impl Writer {
                                 token: 0,
                                 lease_until: 0,
                                 gen: 1,
+                                kind: kind.clone(),
+                                error: None,
                                 payload: payload.clone(),
                             };
                             jobs.insert(id, rec.encode().as_slice()).map_err(err)?;
@@ -605,10 +617,13 @@ impl Writer {
                         }
                         _ => Outcome::Flag(false),
                     },
-                    Op::Nack { id, token, retry_at, .. } => match get(&jobs, *id)? {
+                    Op::Nack { id, token, retry_at, error, .. } => match get(&jobs, *id)? {
                         Some(mut rec) if rec.state == State::Leased && rec.token == *token => {
                             rec.gen += 1;
                             rec.token = 0;
+                            if error.is_some() {
+                                rec.error = error.clone();
+                            }
                             if rec.attempt >= rec.dead_after {
                                 rec.state = State::Dead;
                                 acts.push(TimerAct::Disarm { id: *id });
@@ -618,6 +633,19 @@ impl Writer {
                                 acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.deadline });
                             }
                             deltas.moved(Some(State::Leased), Some(rec.state));
+                            jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
+                            Outcome::Flag(true)
+                        }
+                        _ => Outcome::Flag(false),
+                    },
+                    Op::Kill { id, token, error, .. } => match get(&jobs, *id)? {
+                        Some(mut rec) if rec.state == State::Leased && rec.token == *token => {
+                            rec.gen += 1;
+                            rec.token = 0;
+                            rec.error = Some(error.clone());
+                            rec.state = State::Dead;
+                            acts.push(TimerAct::Disarm { id: *id });
+                            deltas.moved(Some(State::Leased), Some(State::Dead));
                             jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
                             Outcome::Flag(true)
                         }
@@ -678,6 +706,7 @@ fn answer(op: Op, outcome: Outcome) {
         (
             Op::Ack { reply, .. }
             | Op::Nack { reply, .. }
+            | Op::Kill { reply, .. }
             | Op::Extend { reply, .. }
             | Op::Cancel { reply, .. }
             | Op::Requeue { reply, .. },
@@ -693,6 +722,7 @@ fn fail(op: Op, err: DurableError) {
         Op::Lease { reply, .. } => reply.send(Err(err)),
         Op::Ack { reply, .. }
         | Op::Nack { reply, .. }
+        | Op::Kill { reply, .. }
         | Op::Extend { reply, .. }
         | Op::Cancel { reply, .. }
         | Op::Requeue { reply, .. } => reply.send(Err(err)),

@@ -77,6 +77,8 @@ use delayq_durable::{Job, JobId, Stats};
 delegate! {
     send_at(payload: &[u8], at: SystemTime) -> Result<JobId, DurableError>;
     send_after(payload: &[u8], delay: Duration) -> Result<JobId, DurableError>;
+    send_kind_at(kind: &str, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError>;
+    send_kind_after(kind: &str, payload: &[u8], delay: Duration) -> Result<JobId, DurableError>;
     send_many(jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError>;
     reserve(lease: Duration) -> Result<Job, DurableError>;
     reserve_timeout(lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError>;
@@ -84,6 +86,8 @@ delegate! {
     ack(job: &Job) -> Result<bool, DurableError>;
     ack_many(jobs: &[Job]) -> Result<Vec<bool>, DurableError>;
     nack(job: &Job, retry_at: SystemTime) -> Result<bool, DurableError>;
+    nack_with_error(job: &Job, retry_at: SystemTime, error: &str) -> Result<bool, DurableError>;
+    kill(job: &Job, error: &str) -> Result<bool, DurableError>;
     extend(job: &Job, lease: Duration) -> Result<bool, DurableError>;
     cancel(id: JobId) -> Result<bool, DurableError>;
     len() -> Result<u64, DurableError>;
@@ -485,4 +489,95 @@ fn typed_refuses_at_send_a_value_it_could_not_read_back() {
     let job = readings.reserve(LEASE).unwrap();
     assert_eq!(job.value(), &Reading { sensor: 2, value: -0.5 });
     assert!(readings.ack(&job).unwrap());
+}
+
+/// The raw value of job `id` in the file.
+fn raw_record(path: &Path, id: u64) -> Vec<u8> {
+    use redb::ReadableDatabase;
+    let db = redb::Database::create(path).unwrap();
+    let txn = db.begin_read().unwrap();
+    let t = txn.open_table(redb::TableDefinition::<u64, &[u8]>::new("delayq_jobs")).unwrap();
+    let v = t.get(id).unwrap().expect("the record").value().to_vec();
+    v
+}
+
+#[test]
+fn jobs_without_kind_or_error_stay_in_the_first_record_format_and_others_survive_a_reopen() {
+    let dir = TempDir::new("format");
+    let path = dir.file("q.redb");
+    let (plain, kinded);
+    {
+        let q = DurableQueue::open(&path).unwrap();
+        plain = q.send_after(b"old", Duration::from_secs(3600)).unwrap();
+        kinded = q.send_kind_after("report.build", b"new", ms(0)).unwrap();
+        let job = q.reserve(LEASE).unwrap();
+        assert_eq!(job.id(), kinded);
+        assert!(q.kill(&job, "no handler for kind \"report.build\"").unwrap());
+    }
+    // What the first version wrote and reads: format 1, a 42-byte header.
+    let old = raw_record(&path, plain.0);
+    assert_eq!((old[0], old.len()), (1, 42 + 3));
+    assert_eq!(raw_record(&path, kinded.0)[0], 2);
+    let q = DurableQueue::open(&path).unwrap();
+    let dead = q.dead_jobs(10).unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!((dead[0].kind(), dead[0].payload()), ("report.build", &b"new"[..]));
+    assert_eq!(dead[0].last_error(), Some("no handler for kind \"report.build\""));
+    assert!(q.requeue_dead(kinded, SystemTime::now()).unwrap());
+    let job = q.reserve(LEASE).unwrap();
+    assert_eq!(
+        (job.kind(), job.last_error(), job.attempt()),
+        ("report.build", Some("no handler for kind \"report.build\""), 2)
+    );
+    assert!(q.ack(&job).unwrap());
+    assert_eq!(q.len().unwrap(), 1, "the format-1 job is still there");
+}
+
+#[test]
+fn a_worker_refuses_bad_options_with_clear_errors() {
+    use delayq_durable::Worker;
+    let dir = TempDir::new("workeropts");
+    let q = DurableQueue::open(dir.file("q.redb")).unwrap();
+    let ok = |_: &delayq_durable::Job, _: &delayq_durable::Context<'_>| -> Result<(), String> { Ok(()) };
+    let cases: Vec<(&str, Result<Worker, DurableError>)> = vec![
+        ("no handler", Worker::builder(q.clone()).start()),
+        ("twice", Worker::builder(q.clone()).handle_raw("a", ok).handle_raw("a", ok).start()),
+        ("bad kind", Worker::builder(q.clone()).handle_raw("a\tb", ok).start()),
+        ("long kind", Worker::builder(q.clone()).handle_raw(&"k".repeat(256), ok).start()),
+        ("no threads", Worker::builder(q.clone()).handle_raw("a", ok).concurrency(0).start()),
+        ("many threads", Worker::builder(q.clone()).handle_raw("a", ok).concurrency(1025).start()),
+        ("zero lease", Worker::builder(q.clone()).handle_raw("a", ok).lease(Duration::ZERO).start()),
+        (
+            "zero idle check",
+            Worker::builder(q.clone()).handle_raw("a", ok).idle_check(Duration::ZERO).start(),
+        ),
+    ];
+    for (what, result) in cases {
+        match result {
+            Err(DurableError::InvalidArgument(msg)) => assert!(!msg.is_empty(), "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    let w = Worker::builder(q.clone()).handle_raw("a", ok).start().unwrap();
+    let report = w.shutdown(Duration::from_secs(5));
+    assert!(report.abandoned.is_empty());
+}
+
+#[test]
+fn a_closed_queue_ends_the_workers_threads_and_shutdown_still_returns() {
+    use delayq_durable::Worker;
+    let dir = TempDir::new("workerclosed");
+    let q = DurableQueue::open(dir.file("q.redb")).unwrap();
+    let worker = Worker::builder(q.clone())
+        .handle_raw("a", |_, _| -> Result<(), String> { Ok(()) })
+        .concurrency(3)
+        .idle_check(Duration::from_secs(3600))
+        .start()
+        .unwrap();
+    // Blocked reserves return Closed; the threads end without a shutdown.
+    q.close();
+    let t = std::time::Instant::now();
+    let report = worker.shutdown(Duration::from_secs(3600));
+    assert!(t.elapsed() < Duration::from_secs(10), "shutdown waited {:?}", t.elapsed());
+    assert_eq!(report.stats.queue_errors, 0);
 }

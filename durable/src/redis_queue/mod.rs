@@ -17,7 +17,7 @@ use redis::Value;
 
 use crate::contract::JobQueue;
 use crate::error::DurableError;
-use crate::job::{Job, JobId, Stats};
+use crate::job::{check_kind, clip_error, Job, JobId, Stats};
 
 use self::pool::{redis_error, Pool};
 use self::scripts::Scripts;
@@ -347,6 +347,11 @@ fn bytes(v: Value) -> Vec<u8> {
     }
 }
 
+/// A string field (lossy UTF-8; kinds and errors are stored from `&str`).
+fn text(v: Value) -> String {
+    String::from_utf8_lossy(&bytes(v)).into_owned()
+}
+
 fn array(v: Value) -> Result<Vec<Value>, DurableError> {
     match v {
         Value::Array(items) => Ok(items),
@@ -428,21 +433,39 @@ impl RedisQueue {
     /// Stores a job due at `at` (taken as a delay from this client's clock and
     /// added to the server's); returns once the server has it.
     pub fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
-        let delay = self.delay_to(at)?;
-        Ok(self.send_delays(&[(payload, delay)])?[0])
+        self.send_kind_at("", payload, at)
     }
 
     /// Stores a job due `delay` from the server's now.
     pub fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
+        self.send_kind_after("", payload, delay)
+    }
+
+    /// As [`send_at`](Self::send_at), with a kind stored beside the payload
+    /// ([`Job::kind`]); a kind is at most 255 bytes, without control characters.
+    pub fn send_kind_at(&self, kind: &str, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        check_kind(kind)?;
+        let delay = self.delay_to(at)?;
+        Ok(self.send_delays(&[(kind, payload, delay)])?[0])
+    }
+
+    /// As [`send_after`](Self::send_after), with a kind.
+    pub fn send_kind_after(
+        &self,
+        kind: &str,
+        payload: &[u8],
+        delay: Duration,
+    ) -> Result<JobId, DurableError> {
+        check_kind(kind)?;
         let delay = Self::delay_us(delay)?;
-        Ok(self.send_delays(&[(payload, delay)])?[0])
+        Ok(self.send_delays(&[(kind, payload, delay)])?[0])
     }
 
     /// Stores several jobs in one script, all or none.
     pub fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
         let mut delays = Vec::with_capacity(jobs.len());
         for (payload, at) in jobs {
-            delays.push((*payload, self.delay_to(*at)?));
+            delays.push(("", *payload, self.delay_to(*at)?));
         }
         if delays.is_empty() {
             return Ok(Vec::new());
@@ -450,9 +473,9 @@ impl RedisQueue {
         self.send_delays(&delays)
     }
 
-    fn send_delays(&self, jobs: &[(&[u8], i64)]) -> Result<Vec<JobId>, DurableError> {
+    fn send_delays(&self, jobs: &[(&str, &[u8], i64)]) -> Result<Vec<JobId>, DurableError> {
         self.open()?;
-        for (payload, _) in jobs {
+        for (_, payload, _) in jobs {
             if payload.len() > self.inner.max_payload {
                 return Err(DurableError::PayloadTooLarge {
                     len: payload.len(),
@@ -464,8 +487,8 @@ impl RedisQueue {
         let ids: Vec<i64> = self.inner.pool.run("sending", |con| {
             let mut inv = self.inner.scripts.send.key(&self.inner.prefix);
             inv.arg(&nonce).arg(self.inner.nonce_ttl).arg(self.inner.max_attempts).arg(jobs.len());
-            for (payload, delay) in jobs {
-                inv.arg(*delay).arg(*payload);
+            for (kind, payload, delay) in jobs {
+                inv.arg(*delay).arg(*kind).arg(*payload);
             }
             inv.invoke(con)
         })?;
@@ -502,6 +525,8 @@ impl RedisQueue {
             let lease_until = int(&next()?)?;
             let deadline = int(&next()?)?;
             let payload = bytes(next()?);
+            let kind = text(next()?);
+            let error = text(next()?);
             jobs.push(Job {
                 id: JobId(id),
                 payload,
@@ -509,6 +534,8 @@ impl RedisQueue {
                 attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
                 token,
                 lease_until: stamp.to_client_ns(lease_until),
+                kind,
+                last_error: (!error.is_empty()).then_some(error),
             });
         }
         Ok((stamp, jobs, None))
@@ -633,8 +660,34 @@ impl RedisQueue {
         if job.token == 0 {
             return Ok(false);
         }
-        let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string()];
+        let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string(), String::new()];
         self.flag("nacking", &self.inner.scripts.nack, &args)
+    }
+
+    /// As [`nack`](Self::nack), and stores `error` as the job's
+    /// [`last_error`](Job::last_error) (cut to 4 KiB at a character boundary).
+    pub fn nack_with_error(
+        &self,
+        job: &Job,
+        retry_at: SystemTime,
+        error: &str,
+    ) -> Result<bool, DurableError> {
+        let delay = self.delay_to(retry_at)?;
+        if job.token == 0 {
+            return Ok(false);
+        }
+        let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string(), clip_error(error)];
+        self.flag("nacking", &self.inner.scripts.nack, &args)
+    }
+
+    /// Moves a job the caller holds the lease of to the dead set now, with
+    /// `error` as its last error. `Ok(false)` if the lease is not the caller's.
+    pub fn kill(&self, job: &Job, error: &str) -> Result<bool, DurableError> {
+        if job.token == 0 {
+            return Ok(false);
+        }
+        let args = [job.id.0.to_string(), job.token.to_string(), clip_error(error)];
+        self.flag("killing", &self.inner.scripts.kill, &args)
     }
 
     /// Extends the caller's lease to `lease` from the server's now.
@@ -697,10 +750,13 @@ impl RedisQueue {
         let mut items = array(reply)?.into_iter();
         let stamp = Stamp { server_us: int(&items.next().unwrap_or(Value::Int(0)))?, client_ns: before };
         let mut out = Vec::new();
-        while let (Some(id), Some(attempt), Some(deadline), Some(payload)) =
-            (items.next(), items.next(), items.next(), items.next())
+        while let (Some(id), Some(attempt), Some(deadline), Some(payload), Some(kind), Some(error)) =
+            (items.next(), items.next(), items.next(), items.next(), items.next(), items.next())
         {
+            let error = text(error);
             out.push(Job {
+                kind: text(kind),
+                last_error: (!error.is_empty()).then_some(error),
                 id: JobId(int(&id)? as u64),
                 payload: bytes(payload),
                 deadline: stamp.to_client_ns(int(&deadline)?),
@@ -743,6 +799,12 @@ impl JobQueue for RedisQueue {
     fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
         RedisQueue::send_after(self, payload, delay)
     }
+    fn send_kind_at(&self, kind: &str, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        RedisQueue::send_kind_at(self, kind, payload, at)
+    }
+    fn send_kind_after(&self, kind: &str, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
+        RedisQueue::send_kind_after(self, kind, payload, delay)
+    }
     fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
         RedisQueue::send_many(self, jobs)
     }
@@ -763,6 +825,12 @@ impl JobQueue for RedisQueue {
     }
     fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
         RedisQueue::nack(self, job, retry_at)
+    }
+    fn nack_with_error(&self, job: &Job, retry_at: SystemTime, error: &str) -> Result<bool, DurableError> {
+        RedisQueue::nack_with_error(self, job, retry_at, error)
+    }
+    fn kill(&self, job: &Job, error: &str) -> Result<bool, DurableError> {
+        RedisQueue::kill(self, job, error)
     }
     fn extend(&self, job: &Job, lease: Duration) -> Result<bool, DurableError> {
         RedisQueue::extend(self, job, lease)

@@ -8,7 +8,7 @@
 //! | key | type | what |
 //! | --- | --- | --- |
 //! | `seq` | string | the last job id (`INCR`) |
-//! | `job:<id>` | hash | `payload`, `deadline` (µs), `attempt`, `dead_after`, `token` (decimal; `0`: none), `lease_until` (µs), `state` (`p` pending, `l` leased, `d` dead) |
+//! | `job:<id>` | hash | `payload`, `kind` (absent or `""`: none), `error` (the last error; absent: none), `deadline` (µs), `attempt`, `dead_after`, `token` (decimal; `0`: none), `lease_until` (µs), `state` (`p` pending, `l` leased, `d` dead) |
 //! | `pending` | zset | pending jobs by due time (µs since the Unix epoch, server clock) |
 //! | `leased` | zset | leased jobs by lease end |
 //! | `dead` | zset | dead jobs by time of death |
@@ -57,8 +57,8 @@ local function unlink(id)
 end
 "#;
 
-/// ARGV: nonce, nonce TTL, max_attempts, n, then n pairs (delay µs from the
-/// server's now, may be negative; payload). Returns the ids, in order.
+/// ARGV: nonce, nonce TTL, max_attempts, n, then n triples (delay µs from the
+/// server's now, may be negative; kind; payload). Returns the ids, in order.
 const SEND: &str = r#"
 local c = cached(ARGV[1])
 if c then return cjson.decode(c) end
@@ -67,11 +67,11 @@ local n = tonumber(ARGV[4])
 local ids = {}
 local earliest = nil
 for i = 1, n do
-  local at = now + tonumber(ARGV[3 + 2 * i])
+  local at = now + tonumber(ARGV[2 + 3 * i])
   if at < 0 then at = 0 end
   local id = redis.call('INCR', p .. 'seq')
-  redis.call('HSET', p .. 'job:' .. id, 'payload', ARGV[4 + 2 * i], 'deadline', at, 'attempt', 0,
-    'dead_after', ma, 'token', 0, 'lease_until', 0, 'state', 'p')
+  redis.call('HSET', p .. 'job:' .. id, 'payload', ARGV[4 + 3 * i], 'kind', ARGV[3 + 3 * i], 'deadline', at,
+    'attempt', 0, 'dead_after', ma, 'token', 0, 'lease_until', 0, 'state', 'p')
   redis.call('ZADD', p .. 'pending', at, id)
   ids[i] = id
   if earliest == nil or at < earliest then earliest = at end
@@ -86,8 +86,9 @@ return ids
 /// is due again at its lease end, or dead after its last attempt. Then leases
 /// up to `max` due jobs. An entry without its job hash is dropped and skipped
 /// (so a reply may carry fewer jobs than were due; the next due time is then
-/// at most now, and the client asks again at once). Returns `{now, n, ...}`: with n > 0, six fields per
-/// job (id, attempt, token, lease_until, deadline, payload); with n = 0, the
+/// at most now, and the client asks again at once). Returns `{now, n, ...}`: with n > 0, eight fields per
+/// job (id, attempt, token, lease_until, deadline, payload, kind, error — the
+/// last two `""` when absent); with n = 0, the
 /// next due time (a pending deadline or a lease end), or -1 if none.
 const RESERVE: &str = r#"
 local lease = tonumber(ARGV[1])
@@ -115,7 +116,7 @@ local n = 0
 for _, id in ipairs(due) do
   local k = p .. 'job:' .. id
   redis.call('ZREM', p .. 'pending', id)
-  local f = redis.call('HMGET', k, 'deadline', 'payload')
+  local f = redis.call('HMGET', k, 'deadline', 'payload', 'kind', 'error')
   -- HINCRBY would re-create a missing hash: skip the orphaned entry instead.
   if f[1] and f[2] then
     local attempt = redis.call('HINCRBY', k, 'attempt', 1)
@@ -129,6 +130,8 @@ for _, id in ipairs(due) do
     table.insert(out, lease_until)
     table.insert(out, f[1])
     table.insert(out, f[2])
+    table.insert(out, f[3] or '')
+    table.insert(out, f[4] or '')
     n = n + 1
   end
 end
@@ -182,8 +185,8 @@ remember(ARGV[1], cjson.encode(out))
 return out
 "#;
 
-/// ARGV: nonce, nonce TTL, id, token, delay µs. Retry at now + delay, or dead
-/// after the last attempt.
+/// ARGV: nonce, nonce TTL, id, token, delay µs, error (`""`: keep the job's
+/// last error). Retry at now + delay, or dead after the last attempt.
 const NACK: &str = r#"
 local c = cached(ARGV[1])
 if c then return tonumber(c) end
@@ -193,6 +196,7 @@ local r = 0
 local f = redis.call('HMGET', k, 'token', 'state', 'attempt', 'dead_after')
 if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
   unlink(id)
+  if ARGV[6] ~= '' then redis.call('HSET', k, 'error', ARGV[6]) end
   if tonumber(f[3]) >= tonumber(f[4]) then
     redis.call('HSET', k, 'state', 'd', 'token', 0)
     redis.call('ZADD', p .. 'dead', now, id)
@@ -203,6 +207,25 @@ if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
     redis.call('ZADD', p .. 'pending', at, id)
     redis.call('PUBLISH', p .. 'wake', at)
   end
+  r = 1
+end
+remember(ARGV[1], r)
+return r
+"#;
+
+/// ARGV: nonce, nonce TTL, id, token, error. The job to the dead set now,
+/// whatever attempts it has left, with `error` as its last error.
+const KILL: &str = r#"
+local c = cached(ARGV[1])
+if c then return tonumber(c) end
+local id = ARGV[3]
+local k = p .. 'job:' .. id
+local r = 0
+local f = redis.call('HMGET', k, 'token', 'state')
+if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
+  unlink(id)
+  redis.call('HSET', k, 'state', 'd', 'token', 0, 'error', ARGV[5])
+  redis.call('ZADD', p .. 'dead', now, id)
   r = 1
 end
 remember(ARGV[1], r)
@@ -264,18 +287,20 @@ const STATS: &str = r#"
 return {now, redis.call('ZCARD', p .. 'pending'), redis.call('ZCARD', p .. 'leased'), redis.call('ZCARD', p .. 'dead')}
 "#;
 
-/// ARGV: the last index to list (limit − 1). Returns `{now, ...}`, four fields per dead job (id, attempt,
-/// deadline, payload), oldest death first; an entry without its hash is
+/// ARGV: the last index to list (limit − 1). Returns `{now, ...}`, six fields per dead job (id, attempt,
+/// deadline, payload, kind, error — the last two `""` when absent), oldest death first; an entry without its hash is
 /// dropped from the set and not listed.
 const DEAD: &str = r#"
 local out = {now}
 for _, id in ipairs(redis.call('ZRANGE', p .. 'dead', 0, ARGV[1])) do
-  local f = redis.call('HMGET', p .. 'job:' .. id, 'attempt', 'deadline', 'payload')
+  local f = redis.call('HMGET', p .. 'job:' .. id, 'attempt', 'deadline', 'payload', 'kind', 'error')
   if f[1] and f[2] and f[3] then
     table.insert(out, tonumber(id))
     table.insert(out, tonumber(f[1]))
     table.insert(out, f[2])
     table.insert(out, f[3])
+    table.insert(out, f[4] or '')
+    table.insert(out, f[5] or '')
   else
     redis.call('ZREM', p .. 'dead', id)
   end
@@ -291,6 +316,7 @@ pub(crate) struct Scripts {
     pub(crate) ack: redis::Script,
     pub(crate) ack_many: redis::Script,
     pub(crate) nack: redis::Script,
+    pub(crate) kill: redis::Script,
     pub(crate) extend: redis::Script,
     pub(crate) cancel: redis::Script,
     pub(crate) requeue: redis::Script,
@@ -307,6 +333,7 @@ impl Scripts {
             ack: s(ACK),
             ack_many: s(ACK_MANY),
             nack: s(NACK),
+            kill: s(KILL),
             extend: s(EXTEND),
             cancel: s(CANCEL),
             requeue: s(REQUEUE),

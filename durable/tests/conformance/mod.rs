@@ -9,6 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use delayq_durable::{DurableError, JobQueue};
 
+pub mod runtime;
+
 /// What a test needs of a fresh queue.
 #[derive(Clone, Copy, Debug)]
 pub struct Opts {
@@ -46,7 +48,7 @@ fn close_to(a: SystemTime, b: SystemTime) -> bool {
 // client share the host's clock in these tests.)
 
 /// How long a test waits for something that must happen (generous: CI is slow).
-const PATIENCE: Duration = Duration::from_secs(10);
+pub const PATIENCE: Duration = Duration::from_secs(10);
 
 pub fn reserve_and_ack_round_trip(q: impl JobQueue) {
     let id = q.send_after(b"\x00payload\xff", ms(0)).unwrap();
@@ -422,6 +424,56 @@ macro_rules! conformance_tests {
             fn threads_lose_nothing_and_deliver_nothing_early() {
                 if let Some(q) = open(Opts::default()) {
                     conformance::threads_lose_nothing_and_deliver_nothing_early(q);
+                }
+            }
+            #[test]
+            fn kinds_and_last_errors_are_stored_and_checked() {
+                if let Some(q) = open(Opts::default()) {
+                    conformance::runtime::kinds_and_last_errors_are_stored_and_checked(q);
+                }
+            }
+            #[test]
+            fn the_runtime_handles_every_job_once_per_successful_attempt() {
+                if let Some(q) = open(Opts::default()) {
+                    conformance::runtime::the_runtime_handles_every_job_once_per_successful_attempt(q);
+                }
+            }
+            #[test]
+            fn a_panicking_handler_does_not_end_its_thread() {
+                if let Some(q) = open(Opts::default()) {
+                    conformance::runtime::a_panicking_handler_does_not_end_its_thread(q);
+                }
+            }
+            #[test]
+            fn retries_are_spaced_by_the_policy_and_never_early() {
+                if let Some(q) = open(Opts::default()) {
+                    conformance::runtime::retries_are_spaced_by_the_policy_and_never_early(q);
+                }
+            }
+            #[test]
+            fn unknown_kinds_bad_payloads_and_spent_attempts_go_dead_with_a_reason() {
+                if let Some(q) = open(Opts::default()) {
+                    conformance::runtime::unknown_kinds_bad_payloads_and_spent_attempts_go_dead_with_a_reason(
+                        q,
+                    );
+                }
+            }
+            #[test]
+            fn a_long_handler_keeps_its_lease() {
+                if let Some(q) = open(Opts::default()) {
+                    conformance::runtime::a_long_handler_keeps_its_lease(q);
+                }
+            }
+            #[test]
+            fn shutdown_waits_for_running_handlers_and_loses_nothing() {
+                if let Some(q) = open(Opts::default()) {
+                    conformance::runtime::shutdown_waits_for_running_handlers_and_loses_nothing(q);
+                }
+            }
+            #[test]
+            fn a_handler_past_the_grace_period_is_left_to_its_lease() {
+                if let Some(q) = open(Opts::default()) {
+                    conformance::runtime::a_handler_past_the_grace_period_is_left_to_its_lease(q);
                 }
             }
         }
