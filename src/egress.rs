@@ -45,7 +45,8 @@
 //! free — so that it moves a batch per wake-up, not one item. A recalled entry
 //! keeps its slot until a consumer passes over it.
 
-use crate::sync::{spin, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{fence, spin, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+use crate::wakeup::Bell;
 use crossbeam_utils::CachePadded;
 use std::mem::MaybeUninit;
 
@@ -168,6 +169,20 @@ impl<T> Egress<T> {
             STAGED => led.map_or(true, |l| l > slot.at.load(Ordering::Acquire)),
             // Due; or recalled, to be passed over by whoever looks next.
             _ => true,
+        }
+    }
+
+    /// After a take freed slots without taking an item (it passed over
+    /// recalled entries): rings `bell`, the dequeue proxy's, if the proxy
+    /// parked waiting for room and there is room for a batch now. The fence
+    /// is the waker's half of the bell's store-buffering pair (`wakeup.rs`):
+    /// our claims on the head, then the proxy's `sleeping` flag (loom:
+    /// `models/egress.rs`, `passing_a_recalled_entry_wakes_a_proxy_waiting_for_room`).
+    pub(crate) fn made_room(&self, bell: &Bell) {
+        // SeqCst: the waker's half of the store-buffering pair.
+        fence(Ordering::SeqCst);
+        if bell.is_sleeping() && self.has_room_for_batch() {
+            bell.ring_after_fence();
         }
     }
 

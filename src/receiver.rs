@@ -101,11 +101,7 @@ fn taken<T>(s: &Shared<T>, n: usize) {
 /// A take passed over recalled entries, freeing their slots: the dequeue proxy
 /// may be waiting for that room.
 fn made_room<T>(s: &Shared<T>) {
-    // SeqCst: the waker's half of the bell's store-buffering pair.
-    fence(Ordering::SeqCst);
-    if s.signals.dequeue.is_sleeping() && s.egress.has_room_for_batch() {
-        s.signals.dequeue.ring_after_fence();
-    }
+    s.egress.made_room(&s.signals.dequeue);
 }
 
 /// The receiving half of a delay queue. `Clone + Send + Sync`.

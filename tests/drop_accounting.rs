@@ -346,10 +346,15 @@ fn racing_take_pending_loses_and_duplicates_nothing() {
             })
         })
         .collect();
+    // The producers start with the first `take_pending`, so that the two race
+    // however fast the sends are (a send or cancel that finds the enqueue
+    // proxy parked applies itself, with no round trip).
+    let start = std::sync::Arc::new(std::sync::Barrier::new(3));
     let producers: Vec<_> = (0..2u64)
         .map(|p| {
-            let (tx, ledger) = (tx.clone(), ledger.clone());
+            let (tx, ledger, start) = (tx.clone(), ledger.clone(), start.clone());
             thread::spawn(move || {
+                start.wait();
                 for i in 0..per_producer as u64 {
                     let at = Instant::now() + Duration::from_micros((i * 13 + p) % 2000);
                     let Some(k) = send(&ledger, &tx, at) else { continue };
@@ -363,11 +368,15 @@ fn racing_take_pending_loses_and_duplicates_nothing() {
         })
         .collect();
     let mut takes = 0;
-    while !producers.iter().all(|p| p.is_finished()) {
+    start.wait();
+    loop {
         for (_, item) in rx.take_pending() {
             ledger.claim(item, Outcome::Taken);
         }
         takes += 1;
+        if producers.iter().all(|p| p.is_finished()) {
+            break;
+        }
         thread::sleep(Duration::from_micros(500));
     }
     for p in producers {

@@ -11,7 +11,8 @@
 //! without the CAS) must make `take_races_recall` fail: `.ci/loom.sh` checks it.
 use super::model;
 use crate::egress::{Egress, Look};
-use crate::sync::{lock, Mutex};
+use crate::sync::{lock, Mutex, Parker};
+use crate::wakeup::Bell;
 use loom::thread;
 use std::sync::Arc;
 
@@ -83,6 +84,49 @@ fn two_consumers_pass_over_a_recalled_entry() {
         all.extend(egress.take_all().into_iter().map(|(_, key, _)| key));
         all.sort_unstable();
         assert_eq!(all, vec![1, 2], "an entry left twice or never");
+    });
+}
+
+/// Threads: a consumer whose take (clock 0) passes over the recalled first
+/// entry and finds the second not due, then rings for the room it made
+/// (`Egress::made_room`), and main as the dequeue proxy waiting for room for
+/// a batch (one free slot of two): register (`Bell::prepare_sleep`),
+/// re-check, park. The proxy must not sleep through the room (a lost ring is
+/// a loom deadlock). Deleting the SeqCst fence in `made_room` fails this
+/// model (`.ci/fence_audit.sh`); before it, no model did.
+#[test]
+fn passing_a_recalled_entry_wakes_a_proxy_waiting_for_room() {
+    model(|| {
+        let (timers, egress, first) = two_staged();
+        {
+            let _t = lock(&timers);
+            // SAFETY: we hold the lock; no push runs.
+            let back = unsafe { egress.recall(first) };
+            assert!(back.is_some(), "nobody took the staged entry yet");
+        }
+        let parker = Parker::new();
+        let bell = Arc::new(Bell::new(parker.unparker()));
+        let consumer = {
+            let (egress, bell) = (egress.clone(), bell.clone());
+            thread::spawn(move || {
+                let took = egress.take(|| 0);
+                assert!(matches!(took.look, Look::NotYet(6)), "the second entry is not due at 0");
+                assert_eq!(took.skipped, 1, "the take passes over the recalled entry");
+                egress.made_room(&bell);
+            })
+        };
+        // The dequeue proxy's wait for room (`dequeue::run`, `Sleep::Space`).
+        loop {
+            bell.prepare_sleep();
+            if egress.has_room_for_batch() {
+                bell.awake();
+                break;
+            }
+            parker.park(None);
+            bell.awake();
+        }
+        consumer.join().unwrap();
+        assert!(matches!(egress.take(|| 6).look, Look::Item((6, 2, 2))));
     });
 }
 
