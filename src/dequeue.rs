@@ -5,18 +5,15 @@
 //! rounds (the counter is `rounds.rs`).
 //!
 //! Whoever performs a round holds the dequeue role (`role.rs`), so the index
-//! sees two performers at most, this role's and the enqueue role's. Two kinds
-//! of clients perform it instead of waking or waiting for the proxy:
-//! - a consumer that finds nothing due in the egress while the index's next
-//!   wake-up (`Shared::head`) has passed — the proxy is late, waiting for a
-//!   CPU — runs one round that moves what is due ([`help`]; it stages
-//!   nothing);
-//! - a producer performing the enqueue role whose insert would have to wake
-//!   the proxy (an earlier head than its plan) stages that item itself when it
-//!   is due within `stage_ahead` ([`after_insert`]).
-//!
-//! Neither writes the proxy's sleep plan, which stays correct: taking items
-//! out of the index only moves its head later (`wakeup.rs`).
+//! sees two performers at most, this role's and the enqueue role's. A producer
+//! performing the enqueue role whose insert would have to wake the proxy (an
+//! earlier head than its plan) stages that item itself when it is due within
+//! `stage_ahead` ([`after_insert`]). It does not write the proxy's sleep plan,
+//! which stays correct: taking items out of the index only moves its head
+//! later (`wakeup.rs`). (Consumers that found nothing due while the proxy was
+//! late ran a round too, in the first cut of the roles: it cost 16×16
+//! unthrottled runs 16 % of their throughput and 4×4 ones 27 %, and gained
+//! little paced, so it went: docs/bench/README.md, seventh round.)
 //!
 //! Each round reads the clock once (`now`), then in ONE critical section of
 //! the timers lock moves every item due by `now + 2 × stage_ahead` (as many as
@@ -39,7 +36,7 @@ use crate::clock::{Clock, NEVER};
 use crate::cmd::Cmd;
 use crate::enqueue;
 use crate::shared::Shared;
-use crate::sync::{lock, set_timer_slack, Ordering, Parker};
+use crate::sync::{lock, set_timer_slack, Parker};
 use crate::waiters::block_on;
 use crate::wakeup::Sleep;
 
@@ -101,25 +98,6 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
     }
 }
 
-/// A consumer's help (module docs): if the index's next wake-up has passed
-/// and nobody performs the dequeue role, one round that moves what is due.
-/// Returns `true` if it moved anything (the caller then looks again).
-pub(crate) fn help<T>(shared: &Shared<T>) -> bool {
-    // Relaxed: a hint (`Shared::head`).
-    let head = shared.head.load(Ordering::Relaxed);
-    if !shared.helping || head == NEVER {
-        return false;
-    }
-    let now = delivery_now(shared);
-    if head > now {
-        return false;
-    }
-    let Some(role) = shared.roles.dequeue.try_acquire() else { return false };
-    let r = round(shared, now, By::Consumer);
-    drop(role);
-    r.due > 0
-}
-
 /// A producer's help, performing the enqueue role, after its batch added
 /// `earliest` (the earliest deadline it inserted) to the index: where the
 /// dequeue proxy would have to be woken for it (its plan is later), and the
@@ -163,9 +141,6 @@ enum By {
     /// A producer (`after_insert`): stages ahead and reads the lead as the
     /// proxy does; the proxy's plan stays as it is.
     Producer,
-    /// A consumer (`help`): moves due items only; the proxy's plan and the
-    /// lead stay as they are.
-    Consumer,
 }
 
 /// What a round did and what the proxy does next.
@@ -190,13 +165,12 @@ struct Round {
 }
 
 /// One round under the timers lock: moves every item due by `now + 2 ×
-/// stage_ahead` (a consumer's: by `now`) into the egress (as many as it has
-/// room for), recalling staged entries that an earlier item must precede,
-/// then reads and publishes the new head; the proxy's round records its sleep
-/// plan.
+/// stage_ahead` into the egress (as many as it has room for), recalling staged
+/// entries that an earlier item must precede, then reads the new head; the
+/// proxy's round records its sleep plan.
 fn round<T>(shared: &Shared<T>, now: u64, by: By) -> Round {
     // Fill to twice the wake-up distance (module docs).
-    let ahead = if by == By::Consumer { 0 } else { shared.stage_ahead.saturating_mul(2) };
+    let ahead = shared.stage_ahead.saturating_mul(2);
     let horizon = now.saturating_add(ahead).min(NEVER - 1);
     let mut t = lock(&shared.timers);
     let t = &mut *t;
@@ -232,22 +206,7 @@ fn round<T>(shared: &Shared<T>, now: u64, by: By) -> Round {
             Err(_) => unreachable!("egress ring refused a push below capacity"),
         }
     }
-    let next = t.index.next_wake();
-    shared.publish_head(next);
-    let plan = Sleep::plan(next, due_left);
-    if by == By::Consumer {
-        let full = shared.egress.is_full();
-        return Round {
-            due,
-            staged,
-            fell_due,
-            plan,
-            full,
-            first_staged: None,
-            lead: None,
-            staged_wake: None,
-        };
-    }
+    let plan = Sleep::plan(t.index.next_wake(), due_left);
     // The proxy's half of the lead hand-off (`lead.rs`): our pushes, a
     // fence, then the leader's deadline.
     let lead = shared.lead.after_push();

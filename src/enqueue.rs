@@ -214,9 +214,6 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                 }
             }
         }
-        if earliest.is_some() || made_room || released > 0 {
-            shared.publish_head(t.index.next_wake());
-        }
         if by_client {
             // Decided by `dequeue::after_insert` below, which may stage the
             // item instead of waking the proxy.

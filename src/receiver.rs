@@ -3,7 +3,6 @@
 
 use crate::chan::Chan;
 use crate::cmd::Cmd;
-use crate::dequeue;
 use crate::egress::{Due, Look};
 use crate::enqueue;
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
@@ -21,28 +20,19 @@ use std::time::{Duration, Instant};
 /// A due item as it leaves the egress ring: `(deadline ticks, key, item)`.
 pub(crate) type Raw<T> = Due<T>;
 
-/// One look at the egress ring: takes the oldest entry if it is due. Finding
-/// nothing due while the dequeue proxy is late (the index's next wake-up has
-/// passed), it moves what is due itself if the dequeue role is free
-/// (`dequeue::help`), and looks once more.
+/// One look at the egress ring: takes the oldest entry if it is due.
 fn look<T>(s: &Shared<T>) -> Look<T> {
-    let mut helped = false;
-    loop {
-        let took = s.egress.take(|| s.now_ticks());
-        match took.look {
-            Look::Item(entry) => {
-                taken(s, 1);
-                return Look::Item(entry);
+    let took = s.egress.take(|| s.now_ticks());
+    match took.look {
+        Look::Item(entry) => {
+            taken(s, 1);
+            Look::Item(entry)
+        }
+        other => {
+            if took.skipped > 0 {
+                made_room(s);
             }
-            other => {
-                if took.skipped > 0 {
-                    made_room(s);
-                }
-                if helped || !dequeue::help(s) {
-                    return other;
-                }
-                helped = true;
-            }
+            other
         }
     }
 }

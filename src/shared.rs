@@ -91,11 +91,6 @@ pub(crate) struct Shared<T> {
     pub(crate) roles: Roles,
     /// `Builder::helping`: clients may take a role.
     pub(crate) helping: bool,
-    /// The index's next wake-up (`Index::next_wake`, no later than its earliest
-    /// deadline; `NEVER` for none), published by whoever changed the index, for
-    /// consumers deciding whether to help (`dequeue::help`). A hint: a stale
-    /// value costs a missed or an empty help, never an item.
-    pub(crate) head: CachePadded<AtomicU64>,
 }
 
 /// The two proxies' roles.
@@ -123,7 +118,6 @@ impl<T> Shared<T> {
             egress: Egress::new(layout.egress_slots),
             roles: Roles { enqueue: Role::new(enqueue.clone()), dequeue: Role::new(dequeue.clone()) },
             helping: layout.helping,
-            head: CachePadded::new(AtomicU64::new(NEVER)),
             timers: Mutex::new(Timers {
                 index: Index::new(layout.index, now),
                 sleep: Sleep::Awake,
@@ -211,13 +205,6 @@ impl<T> Shared<T> {
         // A clock step waiting for a dequeue round must not wait for a proxy that
         // is winding down.
         self.rounds.disconnected();
-    }
-
-    /// Publishes the index's next wake-up for consumers (`head`). Under the
-    /// timers lock, after a change to the index.
-    pub(crate) fn publish_head(&self, next: Option<u64>) {
-        // Relaxed: a hint (see `head`).
-        self.head.store(next.unwrap_or(NEVER), Ordering::Relaxed);
     }
 }
 
