@@ -18,9 +18,12 @@
 //! (SeqCst) and reads the bell's `sleeping` flag. If the flag is clear the
 //! proxy is awake and re-checks the ingress before it parks (the bell's
 //! store-buffering pair, `wakeup.rs`). If it is set, the pusher either takes
-//! the role, drains, and rings if anything is left (its own command among it,
-//! or one still being written), or finds the role held and rings: the proxy
-//! wakes, waits for the role (`Role::acquire`) and drains the rest.
+//! the role, drains, releases it, fences and rings if anything is left (its
+//! own command among it, or one still being written), or finds the role held
+//! and leaves the command to its holder, whose check after its release (a
+//! second store-buffering pair: `role::help_or_ring`) sees it. (Ringing the
+//! proxy there instead, as the first cut did, woke it only to wait for the
+//! role: two wake-ups where the holder's check needs none.)
 
 use crate::admission::{Reason, INGRESS_OPEN};
 use crate::cmd::Cmd;

@@ -57,6 +57,12 @@ impl Role {
 
     /// A client's try-acquire: the role if nobody performs it, never a wait.
     pub(crate) fn try_acquire(&self) -> Option<Held<'_>> {
+        // Relaxed: a look first, so that a busy role costs a load, not a CAS
+        // on its cache line. A held role read here after the caller's SeqCst
+        // fence is what `help_or_ring` relies on (its second pair).
+        if self.state.load(Ordering::Relaxed) != FREE {
+            return None;
+        }
         // Acquire on success: the previous holder's work (released with
         // `Release` or stronger) happens before ours. Relaxed on failure: we
         // take nothing.
@@ -137,19 +143,23 @@ impl Drop for Held<'_> {
 }
 
 /// After a push of work for a proxy that parks on `bell` when idle: makes
-/// sure somebody performs the role for it. Wakes the proxy only if it is
-/// parked and the role cannot be taken here (or `helping` is off); otherwise
-/// `perform`s one bounded piece of the role's work here and rings the proxy
-/// only if `work_left()` says some is left (more than `perform` does at most,
-/// or a push still being written: it may be ours).
+/// sure somebody performs the role for it. With `helping` off, rings the
+/// proxy if it is parked. With it on, a parked proxy is not woken: the pusher
+/// `perform`s one bounded piece of the role's work here if the role is free,
+/// releases it, and rings the proxy only if `work_left()` says some is left
+/// (more than `perform` does at most, or a push still being written: it may
+/// be ours); if the role is held, the pusher does nothing more: the holder's
+/// own check after its release covers the push.
 ///
-/// Why no work is left behind a parked proxy: the pusher's SeqCst fence
-/// between its push and its read of `sleeping` pairs with the proxy's fence
-/// in `Bell::prepare_sleep` (the store-buffering pair, `wakeup.rs`). If the
-/// flag is clear, the proxy re-checks for work before it parks. If it is set,
-/// the pusher either holds the role, performs, and rings for what is left, or
-/// finds the role held and rings: the proxy wakes, waits for the role
-/// (`Role::acquire`) and does the rest. (loom: `models/role.rs`.)
+/// Why no work is left behind a parked proxy: two store-buffering pairs, each
+/// with a SeqCst fence on both sides. The pusher fences between its push and
+/// its reads of `sleeping` and of the role; the proxy fences in
+/// `Bell::prepare_sleep` between setting `sleeping` and re-checking for work,
+/// and every performer fences between releasing the role and its check for
+/// work left. So if the pusher sees the proxy awake, the proxy's re-check
+/// sees the push; and if it sees the role held, that holder's check after
+/// its release sees the push (and rings, or the proxy itself, re-checking
+/// before it parks, takes it). (loom: `models/role.rs`.)
 pub(crate) fn help_or_ring(
     bell: &Bell,
     role: &Role,
@@ -163,22 +173,26 @@ pub(crate) fn help_or_ring(
     if !bell.is_sleeping() {
         return; // awake: it re-checks for work before it parks
     }
-    if helping {
-        if let Some(held) = role.try_acquire() {
-            perform();
-            drop(held);
-            #[cfg(not(delayq_bug_help_no_ring))]
-            if work_left() {
-                bell.ring();
-            }
-            // Planted bug for the loom suite: work the helper did not reach
-            // stays behind a parked proxy.
-            #[cfg(delayq_bug_help_no_ring)]
-            let _ = work_left;
-            return;
-        }
+    if !helping {
+        bell.ring_after_fence();
+        return;
     }
-    bell.ring_after_fence();
+    let Some(held) = role.try_acquire() else {
+        return; // its holder checks for work left after its release
+    };
+    perform();
+    drop(held);
+    // SeqCst: the performer's half of the second pair: our release, then
+    // the check for work left.
+    fence(Ordering::SeqCst);
+    #[cfg(not(delayq_bug_help_no_ring))]
+    if work_left() {
+        bell.ring_after_fence();
+    }
+    // Planted bug for the loom suite: work the helper did not reach stays
+    // behind a parked proxy.
+    #[cfg(delayq_bug_help_no_ring)]
+    let _ = work_left;
 }
 
 #[cfg(test)]
