@@ -154,6 +154,7 @@ pub struct WorkerBuilder {
     concurrency: usize,
     lease: Duration,
     idle_check: Duration,
+    thread_name_prefix: String,
     on_event: Option<Arc<Hook>>,
     error: Option<DurableError>,
 }
@@ -252,6 +253,14 @@ impl WorkerBuilder {
         self
     }
 
+    /// The names of the worker's threads: `{prefix}-{slot}` for the handler
+    /// threads (slot 0 up), `{prefix}-keeper` for the lease keeper (default
+    /// `"delayq-worker"`). Linux shows the first 15 bytes of a name.
+    pub fn thread_name_prefix(mut self, prefix: impl Into<String>) -> WorkerBuilder {
+        self.thread_name_prefix = prefix.into();
+        self
+    }
+
     /// Calls `hook` with every [`Event`], on the handler thread, after the
     /// queue call it reports. A panic in it is caught (and ignored).
     pub fn on_event(mut self, hook: impl Fn(&Event<'_>) + Send + Sync + 'static) -> WorkerBuilder {
@@ -285,6 +294,9 @@ impl WorkerBuilder {
         for kind in self.retry_for.keys() {
             check_kind(kind)?;
         }
+        if self.thread_name_prefix.contains('\0') {
+            return Err(DurableError::InvalidArgument("a worker's thread name prefix may not contain NUL"));
+        }
         let shared = Arc::new(Shared {
             queue: self.queue,
             handlers: self.handlers,
@@ -309,13 +321,13 @@ impl WorkerBuilder {
         let mut worker = Worker { shared: shared.clone(), threads: Vec::new(), keeper: None };
         let keeper = {
             let shared = shared.clone();
-            thread::Builder::new().name("delayq-worker-keeper".into()).spawn(move || shared.keep_leases())
+            thread::Builder::new().name(format!("{}-keeper", self.thread_name_prefix)).spawn(move || shared.keep_leases())
         };
         worker.keeper = Some(keeper.map_err(|e| spawn_error(&shared, e))?);
         for slot in 0..self.concurrency {
             let s = shared.clone();
             shared.live.fetch_add(1, Ordering::AcqRel);
-            let t = thread::Builder::new().name(format!("delayq-worker-{slot}")).spawn(move || s.work(slot));
+            let t = thread::Builder::new().name(format!("{}-{slot}", self.thread_name_prefix)).spawn(move || s.work(slot));
             match t {
                 Ok(t) => worker.threads.push(t),
                 Err(e) => {
@@ -452,6 +464,7 @@ impl Worker {
             concurrency: 1,
             lease: Duration::from_secs(30),
             idle_check: Duration::from_millis(100),
+            thread_name_prefix: "delayq-worker".into(),
             on_event: None,
             error: None,
         }

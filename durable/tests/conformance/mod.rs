@@ -476,6 +476,12 @@ macro_rules! conformance_tests {
                     conformance::runtime::a_handler_past_the_grace_period_is_left_to_its_lease(q);
                 }
             }
+            #[test]
+            fn an_idle_worker_does_not_wake_and_stops_at_once() {
+                if let Some(q) = open(Opts::default()) {
+                    conformance::runtime::an_idle_worker_does_not_wake_and_stops_at_once(q);
+                }
+            }
         }
     };
 }
