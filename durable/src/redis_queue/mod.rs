@@ -18,6 +18,7 @@ use redis::Value;
 use crate::contract::JobQueue;
 use crate::error::DurableError;
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
+use crate::stop::StopSignal;
 
 use self::pool::{redis_error, Pool};
 use self::scripts::Scripts;
@@ -556,6 +557,19 @@ impl RedisQueue {
         Ok(self.reserve_until(lease, Some(deadline))?.pop())
     }
 
+    /// As [`reserve`](Self::reserve), but returns `Ok(None)` once `stop` is
+    /// [raised](StopSignal::raise) (at once if it is already): the thread
+    /// sleeps on the handle's notifier, which the signal also wakes, with no
+    /// timeout and no periodic wake-up. A job the script leased before the
+    /// signal is returned.
+    pub fn reserve_or_stop(&self, lease: Duration, stop: &StopSignal) -> Result<Option<Job>, DurableError> {
+        let waker = std::task::Waker::from(self.inner.notifier.clone());
+        let Some(_registered) = stop.register(&waker) else {
+            return Ok(None);
+        };
+        Ok(self.reserve_many_until(lease, 1, None, Some(stop))?.pop())
+    }
+
     /// Waits up to `timeout` for due jobs and leases up to `max` of them in one
     /// script; at most 1000 a call (a larger `max`, `usize::MAX` included, is
     /// taken as 1000).
@@ -569,7 +583,7 @@ impl RedisQueue {
             return Err(DurableError::InvalidArgument("reserve_many needs max >= 1"));
         }
         let deadline = Instant::now().checked_add(timeout);
-        self.reserve_many_until(lease, max, Some(deadline))
+        self.reserve_many_until(lease, max, Some(deadline), None)
     }
 
     fn reserve_until(
@@ -577,15 +591,18 @@ impl RedisQueue {
         lease: Duration,
         deadline: Option<Option<Instant>>,
     ) -> Result<Vec<Job>, DurableError> {
-        self.reserve_many_until(lease, 1, deadline)
+        self.reserve_many_until(lease, 1, deadline, None)
     }
 
-    /// `deadline`: `None` or `Some(None)` waits without limit.
+    /// `deadline`: `None` or `Some(None)` waits without limit. `stop`: also
+    /// returns nothing once it is raised (its caller registered the notifier
+    /// with it, so raising it wakes the wait).
     fn reserve_many_until(
         &self,
         lease: Duration,
         max: usize,
         deadline: Option<Option<Instant>>,
+        stop: Option<&StopSignal>,
     ) -> Result<Vec<Job>, DurableError> {
         let lease_us = Self::lease_us(lease)?;
         let deadline = deadline.flatten();
@@ -598,7 +615,7 @@ impl RedisQueue {
             if !jobs.is_empty() {
                 return Ok(jobs);
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| Instant::now() >= d) || stop.is_some_and(StopSignal::is_raised) {
                 return Ok(Vec::new());
             }
             let plan = next.map(|due| {
@@ -609,7 +626,7 @@ impl RedisQueue {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            self.inner.notifier.wait(seen, next, until);
+            self.inner.notifier.wait(seen, next, until, stop);
         }
     }
 
@@ -813,6 +830,9 @@ impl JobQueue for RedisQueue {
     }
     fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
         RedisQueue::reserve_timeout(self, lease, timeout)
+    }
+    fn reserve_or_stop(&self, lease: Duration, stop: &StopSignal) -> Result<Option<Job>, DurableError> {
+        RedisQueue::reserve_or_stop(self, lease, stop)
     }
     fn reserve_many(&self, lease: Duration, max: usize, timeout: Duration) -> Result<Vec<Job>, DurableError> {
         RedisQueue::reserve_many(self, lease, max, timeout)

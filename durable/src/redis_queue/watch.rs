@@ -21,8 +21,11 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::task::Wake;
 use std::thread;
 use std::time::{Duration, Instant};
+
+use crate::stop::StopSignal;
 
 /// Messages remembered for waiters that have not looked yet.
 const KEEP: usize = 256;
@@ -69,11 +72,21 @@ impl Notifier {
 
     /// Sleeps until `until` (`None`: no limit), unless a message newer than
     /// `seen` announces a due time before `plan` (server µs; `None`: the
-    /// waiter knows of no due time, so any message counts), or the handle closes.
-    pub(crate) fn wait(&self, mut seen: u64, plan: Option<i64>, until: Option<Instant>) {
+    /// waiter knows of no due time, so any message counts), the handle
+    /// closes, or `stop` is raised (its caller registered this notifier's
+    /// waker with it: see `Wake for Notifier`).
+    pub(crate) fn wait(
+        &self,
+        mut seen: u64,
+        plan: Option<i64>,
+        until: Option<Instant>,
+        stop: Option<&StopSignal>,
+    ) {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            if s.closed {
+            // Checked under the state lock, which the wake below takes before
+            // it notifies: a raise is either seen here or wakes the wait.
+            if s.closed || stop.is_some_and(StopSignal::is_raised) {
                 return;
             }
             if s.gen > seen {
@@ -102,6 +115,19 @@ impl Notifier {
                 }
             }
         }
+    }
+}
+
+/// A [`StopSignal`] raised wakes the notifier's waiters so that those
+/// waiting on that signal return. Taking the state lock before notifying
+/// orders the wake after any waiter's check of the signal.
+impl Wake for Notifier {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        drop(self.state.lock().unwrap_or_else(PoisonError::into_inner));
+        self.changed.notify_all();
     }
 }
 
