@@ -20,9 +20,9 @@ use crate::error::DurableError;
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
 use crate::stop::StopSignal;
 
-use self::pool::{redis_error, Pool};
+use self::pool::{redis_error, Pool, Target};
 use self::scripts::Scripts;
-use self::watch::{Notifier, Watch};
+use self::watch::{Notifier, Source, Watch};
 
 /// The most jobs one `reserve_many` leases (a larger `max` is taken as this):
 /// each may-be-leased job carries its token in the script's arguments.
@@ -230,6 +230,53 @@ impl RedisBuilder {
     /// malformed; [`DurableError::InvalidArgument`] for an empty name or zero
     /// `max_attempts`.
     pub fn connect(self, url: &str, name: &str) -> Result<RedisQueue, DurableError> {
+        let client = redis::Client::open(url).map_err(|e| redis_error(e, &format!("opening {url}")))?;
+        self.open_on(Target::One(client.clone()), Source::One(client), url, name)
+    }
+
+    /// Opens the queue `name` on a Redis Cluster, given the addresses of
+    /// some of its nodes (`redis://host:port`; one reachable node is
+    /// enough). Every key of the queue is under one hash tag,
+    /// `delayq:{name}:`, so each script runs on the one master that owns
+    /// that slot; different queues spread over the masters by their names.
+    /// Wake-ups subscribe on that master (found with `CLUSTER SLOTS`, again
+    /// after every reconnection). The guarantees are those of one server
+    /// with the master's persistence settings, except across a failover:
+    /// replication is asynchronous, so a change acknowledged by a master
+    /// that fails before its replica received it is lost with the master
+    /// (a sent job vanishes, an acked job comes back, a lease is forgotten).
+    /// A master restarted from its own AOF (`appendfsync always`) loses
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect); [`DurableError::InvalidArgument`] for
+    /// no address.
+    pub fn connect_cluster(self, urls: &[&str], name: &str) -> Result<RedisQueue, DurableError> {
+        if urls.is_empty() {
+            return Err(DurableError::InvalidArgument("a cluster needs at least one node address"));
+        }
+        let mut nodes = Vec::with_capacity(urls.len());
+        for url in urls {
+            nodes.push(redis::Client::open(*url).map_err(|e| redis_error(e, &format!("opening {url}")))?);
+        }
+        let client = redis::cluster::ClusterClientBuilder::new(urls.iter().copied())
+            .connection_timeout(self.connect_timeout)
+            .response_timeout(self.io_timeout)
+            .build()
+            .map_err(|e| redis_error(e, "opening the cluster"))?;
+        let key = format!("delayq:{{{name}}}:");
+        let what = format!("the cluster at {}", urls.join(", "));
+        self.open_on(Target::Cluster(client), Source::Cluster { nodes, key }, &what, name)
+    }
+
+    fn open_on(
+        self,
+        target: Target,
+        source: Source,
+        url: &str,
+        name: &str,
+    ) -> Result<RedisQueue, DurableError> {
         if name.is_empty() {
             return Err(DurableError::InvalidArgument("a queue name must not be empty"));
         }
@@ -242,8 +289,7 @@ impl RedisBuilder {
         if self.liveness.is_zero() || self.io_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(DurableError::InvalidArgument("timeouts must be longer than zero"));
         }
-        let client = redis::Client::open(url).map_err(|e| redis_error(e, &format!("opening {url}")))?;
-        let pool = Pool::new(client.clone(), self.connect_timeout, Some(self.io_timeout), self.retry_for);
+        let pool = Pool::new(target, self.connect_timeout, Some(self.io_timeout), self.retry_for);
         // Reach the server now, so a wrong address is reported here.
         pool.run(&format!("connecting to {url}"), |con| redis::cmd("PING").query::<String>(con))?;
         let prefix = format!("delayq:{{{name}}}:");
@@ -254,7 +300,7 @@ impl RedisBuilder {
         let notifier = Arc::new(Notifier::default());
         let stop = Arc::new(AtomicBool::new(false));
         let watcher = Watch {
-            client,
+            source,
             channel: format!("{prefix}wake"),
             control: control.clone(),
             notifier: notifier.clone(),
@@ -364,6 +410,12 @@ impl RedisQueue {
     /// Connects with the defaults; see [`RedisBuilder::connect`].
     pub fn connect(url: &str, name: &str) -> Result<RedisQueue, DurableError> {
         RedisBuilder::new().connect(url, name)
+    }
+
+    /// Opens the queue on a Redis Cluster with the defaults; see
+    /// [`RedisBuilder::connect_cluster`].
+    pub fn connect_cluster(urls: &[&str], name: &str) -> Result<RedisQueue, DurableError> {
+        RedisBuilder::new().connect_cluster(urls, name)
     }
 
     /// Options.
