@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use conformance::{ms, Opts};
-use delayq_durable::RedisQueue;
+use delayq_durable::{DurableError, RedisQueue};
 use redis_server::RedisCluster;
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -222,4 +222,29 @@ fn a_master_killed_and_restarted_mid_stream_keeps_every_sent_job() {
         sent.len(),
         got.len()
     );
+}
+
+#[test]
+fn bad_cluster_arguments_get_clear_errors() {
+    let Some(cluster) = shared() else { return };
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    for (what, r) in [
+        ("no address", RedisQueue::connect_cluster(&[], "q")),
+        ("empty tag", RedisQueue::connect_cluster(&urls, "}q")),
+        ("empty name", RedisQueue::connect_cluster(&urls, "")),
+    ] {
+        match r {
+            Err(DurableError::InvalidArgument(msg)) => assert!(!msg.is_empty(), "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    match RedisQueue::builder()
+        .connect_timeout(ms(200))
+        .retry_for(ms(200))
+        .connect_cluster(&["redis://127.0.0.1:1/"], "q")
+    {
+        Err(DurableError::Redis(msg)) => assert!(!msg.is_empty()),
+        other => panic!("an unreachable cluster: {other:?}"),
+    }
 }

@@ -251,10 +251,17 @@ impl RedisBuilder {
     /// # Errors
     ///
     /// As [`connect`](Self::connect); [`DurableError::InvalidArgument`] for
-    /// no address.
+    /// no address, or a name starting with `}` (the hash tag would be empty).
     pub fn connect_cluster(self, urls: &[&str], name: &str) -> Result<RedisQueue, DurableError> {
         if urls.is_empty() {
             return Err(DurableError::InvalidArgument("a cluster needs at least one node address"));
+        }
+        // `delayq:{}…`: an empty hash tag, so each key would hash whole, to
+        // slots of its own, and every script would fail as cross-slot.
+        if name.starts_with('}') {
+            return Err(DurableError::InvalidArgument(
+                "a queue name on a cluster must not start with '}' (its keys would not share a slot)",
+            ));
         }
         let mut nodes = Vec::with_capacity(urls.len());
         for url in urls {

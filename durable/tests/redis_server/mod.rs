@@ -235,7 +235,9 @@ impl RedisCluster {
             .args(["--cluster-replicas", "0", "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
-            .expect("running redis-cli --cluster create");
+            .expect(
+                "running redis-cli --cluster create (redis-cli comes with redis-server, package redis-tools)",
+            );
         assert!(out.status.success(), "redis-cli --cluster create: {}", String::from_utf8_lossy(&out.stdout));
         cluster.wait_ready();
         cluster
