@@ -622,6 +622,7 @@ impl RedisQueue {
     /// timeout and no periodic wake-up. A job the script leased before the
     /// signal is returned.
     pub fn reserve_or_stop(&self, lease: Duration, stop: &StopSignal) -> Result<Option<Job>, DurableError> {
+        Self::lease_us(lease)?; // a bad lease is an error, raised signal or not
         let waker = std::task::Waker::from(self.inner.notifier.clone());
         let Some(_registered) = stop.register(&waker) else {
             return Ok(None);
