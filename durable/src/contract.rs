@@ -8,6 +8,7 @@ use crate::job::{Job, JobId, Stats};
 #[cfg(feature = "serde")]
 use crate::kind::JobKind;
 use crate::queue::DurableQueue;
+use crate::stop::StopSignal;
 
 /// Durable delayed jobs, at least once: a job is stored before `send_*`
 /// returns `Ok`, handed out by `reserve` with a lease, deleted only by `ack`
@@ -76,6 +77,11 @@ pub trait JobQueue: Send + Sync {
     fn reserve(&self, lease: Duration) -> Result<Job, DurableError>;
     /// As `reserve`, `Ok(None)` after `timeout`.
     fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError>;
+    /// As `reserve`, `Ok(None)` once `stop` is [raised](StopSignal::raise)
+    /// (at once if it is already), with no timeout and no periodic wake-up:
+    /// what a [`Worker`](crate::Worker)'s idle threads block in. A job leased
+    /// before the signal is returned.
+    fn reserve_or_stop(&self, lease: Duration, stop: &StopSignal) -> Result<Option<Job>, DurableError>;
     /// Waits up to `timeout` for due jobs, then leases up to `max` of them at
     /// once (any `max` ≥ 1, `usize::MAX` included; Redis leases at most 1000
     /// per call, the embedded file as many as are due).
@@ -132,6 +138,9 @@ impl JobQueue for DurableQueue {
     }
     fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
         DurableQueue::reserve_timeout(self, lease, timeout)
+    }
+    fn reserve_or_stop(&self, lease: Duration, stop: &StopSignal) -> Result<Option<Job>, DurableError> {
+        DurableQueue::reserve_or_stop(self, lease, stop)
     }
     fn reserve_many(&self, lease: Duration, max: usize, timeout: Duration) -> Result<Vec<Job>, DurableError> {
         DurableQueue::reserve_many(self, lease, max, timeout)
@@ -194,6 +203,9 @@ impl<Q: JobQueue + ?Sized> JobQueue for std::sync::Arc<Q> {
     }
     fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
         (**self).reserve_timeout(lease, timeout)
+    }
+    fn reserve_or_stop(&self, lease: Duration, stop: &StopSignal) -> Result<Option<Job>, DurableError> {
+        (**self).reserve_or_stop(lease, stop)
     }
     fn reserve_many(&self, lease: Duration, max: usize, timeout: Duration) -> Result<Vec<Job>, DurableError> {
         (**self).reserve_many(lease, max, timeout)

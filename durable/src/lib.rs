@@ -87,6 +87,7 @@ mod record;
 mod redis_queue;
 mod reply;
 mod retry;
+mod stop;
 #[cfg(feature = "serde")]
 mod typed;
 mod worker;
@@ -102,6 +103,7 @@ pub use crate::queue::{CommitStats, DurableQueue};
 #[cfg(feature = "redis")]
 pub use crate::redis_queue::{RedisBuilder, RedisQueue};
 pub use crate::retry::RetryPolicy;
+pub use crate::stop::StopSignal;
 #[cfg(feature = "serde")]
 pub use crate::typed::{Typed, TypedJob};
 pub use crate::worker::{Context, Event, Shutdown, ShutdownHandle, Worker, WorkerBuilder, WorkerStats};

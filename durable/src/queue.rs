@@ -15,6 +15,7 @@ use crate::builder::{Builder, Durability};
 use crate::error::DurableError;
 use crate::job::{after_nanos, check_kind, clip_error, now_nanos, to_nanos, Job, JobId, Stats};
 use crate::record::{Record, State};
+use crate::stop::{recv_or_stop, StopSignal};
 
 use crate::reply::reply;
 use crate::writer::{self, storage_error, Counters, Mailbox, Op, Timer, Writer, JOBS, META};
@@ -296,7 +297,7 @@ impl DurableQueue {
     /// the lease could not be committed (the job is offered again shortly).
     pub fn reserve(&self, lease: Duration) -> Result<Job, DurableError> {
         loop {
-            if let Some(job) = self.reserve_until(lease, None)? {
+            if let Some(job) = self.reserve_until(lease, None, None)? {
                 return Ok(job);
             }
         }
@@ -304,7 +305,16 @@ impl DurableQueue {
 
     /// As [`reserve`](Self::reserve), but gives up after `timeout` with `Ok(None)`.
     pub fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
-        self.reserve_until(lease, Some(Instant::now().checked_add(timeout)))
+        self.reserve_until(lease, Some(Instant::now().checked_add(timeout)), None)
+    }
+
+    /// As [`reserve`](Self::reserve), but returns `Ok(None)` once `stop` is
+    /// [raised](StopSignal::raise) (at once if it is already): the thread
+    /// waits on the timer queue and the signal together, with no timeout and
+    /// no periodic wake-up. A job whose timer was taken before the signal is
+    /// still leased and returned.
+    pub fn reserve_or_stop(&self, lease: Duration, stop: &StopSignal) -> Result<Option<Job>, DurableError> {
+        self.reserve_until(lease, None, Some(stop))
     }
 
     /// Waits up to `timeout` for a due job, then leases as many due jobs as are
@@ -363,14 +373,20 @@ impl DurableQueue {
 
     /// `deadline`: `None` blocks forever; `Some(None)` is a timeout too far to
     /// represent, which also blocks forever.
+    /// `stop`: also return `Ok(None)` once it is raised.
     fn reserve_until(
         &self,
         lease: Duration,
         deadline: Option<Option<Instant>>,
+        stop: Option<&StopSignal>,
     ) -> Result<Option<Job>, DurableError> {
         let lease_ns = lease_nanos(lease)?;
         loop {
-            let Some((id, gen)) = self.next_timer(deadline)? else {
+            let timer = match stop {
+                None => self.next_timer(deadline)?,
+                Some(stop) => self.next_timer_or_stop(stop)?,
+            };
+            let Some((id, gen)) = timer else {
                 return Ok(None);
             };
             let (r, waiting) = reply();
@@ -395,6 +411,13 @@ impl DurableQueue {
                 Err(delayq::RecvTimeoutError::Disconnected) => Err(DurableError::Closed),
             },
         }
+    }
+
+    fn next_timer_or_stop(&self, stop: &StopSignal) -> Result<Option<Timer>, DurableError> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(DurableError::Closed);
+        }
+        recv_or_stop(&self.inner.timers, stop).map_err(|_| DurableError::Closed)
     }
 
     /// Deletes a job the caller holds the lease of. `Ok(false)` if the lease is

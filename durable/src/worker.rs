@@ -19,6 +19,7 @@ use crate::job::{check_kind, Job, JobId};
 #[cfg(feature = "serde")]
 use crate::kind::JobKind;
 use crate::retry::RetryPolicy;
+use crate::stop::StopSignal;
 
 /// What a handler's failure means.
 enum Failure {
@@ -153,7 +154,7 @@ pub struct WorkerBuilder {
     retry_for: HashMap<String, RetryPolicy>,
     concurrency: usize,
     lease: Duration,
-    idle_check: Duration,
+    thread_name_prefix: String,
     on_event: Option<Arc<Hook>>,
     error: Option<DurableError>,
 }
@@ -244,11 +245,11 @@ impl WorkerBuilder {
         self
     }
 
-    /// How long an idle handler thread waits in `reserve` before looking at
-    /// the shutdown flag (default 100 ms): the most a shutdown waits for an
-    /// idle thread. Jobs are not polled for: a due job wakes `reserve` at once.
-    pub fn idle_check(mut self, every: Duration) -> WorkerBuilder {
-        self.idle_check = every;
+    /// The names of the worker's threads: `{prefix}-{slot}` for the handler
+    /// threads (slot 0 up), `{prefix}-keeper` for the lease keeper (default
+    /// `"delayq-worker"`). Linux shows the first 15 bytes of a name.
+    pub fn thread_name_prefix(mut self, prefix: impl Into<String>) -> WorkerBuilder {
+        self.thread_name_prefix = prefix.into();
         self
     }
 
@@ -264,8 +265,8 @@ impl WorkerBuilder {
     /// # Errors
     ///
     /// [`DurableError::InvalidArgument`] for no handler, a kind registered
-    /// twice or not valid, a concurrency of 0 or over 1024, a zero lease or
-    /// idle check; [`DurableError::Io`] if a thread cannot be started (those
+    /// twice or not valid, a concurrency of 0 or over 1024, a zero lease, a
+    /// thread name prefix with a NUL; [`DurableError::Io`] if a thread cannot be started (those
     /// already started are stopped and joined).
     pub fn start(self) -> Result<Worker, DurableError> {
         if let Some(e) = self.error {
@@ -277,13 +278,14 @@ impl WorkerBuilder {
         if self.concurrency == 0 || self.concurrency > 1024 {
             return Err(DurableError::InvalidArgument("a worker's concurrency must be 1 to 1024"));
         }
-        if self.lease.is_zero() || self.idle_check.is_zero() {
-            return Err(DurableError::InvalidArgument(
-                "a worker's lease and idle check must be longer than zero",
-            ));
+        if self.lease.is_zero() {
+            return Err(DurableError::InvalidArgument("a worker's lease must be longer than zero"));
         }
         for kind in self.retry_for.keys() {
             check_kind(kind)?;
+        }
+        if self.thread_name_prefix.contains('\0') {
+            return Err(DurableError::InvalidArgument("a worker's thread name prefix may not contain NUL"));
         }
         let shared = Arc::new(Shared {
             queue: self.queue,
@@ -291,9 +293,9 @@ impl WorkerBuilder {
             retry: self.retry,
             retry_for: self.retry_for,
             lease: self.lease,
-            idle_check: self.idle_check,
             on_event: self.on_event,
             stopping: AtomicBool::new(false),
+            stop_signal: StopSignal::new(),
             stop: Mutex::new(Stop { grace: None }),
             keeper_off: AtomicBool::new(false),
             stop_cv: Condvar::new(),
@@ -309,13 +311,17 @@ impl WorkerBuilder {
         let mut worker = Worker { shared: shared.clone(), threads: Vec::new(), keeper: None };
         let keeper = {
             let shared = shared.clone();
-            thread::Builder::new().name("delayq-worker-keeper".into()).spawn(move || shared.keep_leases())
+            thread::Builder::new()
+                .name(format!("{}-keeper", self.thread_name_prefix))
+                .spawn(move || shared.keep_leases())
         };
         worker.keeper = Some(keeper.map_err(|e| spawn_error(&shared, e))?);
         for slot in 0..self.concurrency {
             let s = shared.clone();
             shared.live.fetch_add(1, Ordering::AcqRel);
-            let t = thread::Builder::new().name(format!("delayq-worker-{slot}")).spawn(move || s.work(slot));
+            let t = thread::Builder::new()
+                .name(format!("{}-{slot}", self.thread_name_prefix))
+                .spawn(move || s.work(slot));
             match t {
                 Ok(t) => worker.threads.push(t),
                 Err(e) => {
@@ -386,8 +392,9 @@ fn spawn_error(shared: &Shared, e: std::io::Error) -> DurableError {
 ///
 /// [`shutdown(grace)`](Worker::shutdown) (or a [`ShutdownHandle`] from
 /// another thread, ending [`run`](Worker::run)): the threads stop reserving
-/// (an idle one notices within [`idle_check`](WorkerBuilder::idle_check)),
-/// handlers running are waited for up to `grace`, their results applied, and
+/// (an idle one, blocked in [`reserve_or_stop`](JobQueue::reserve_or_stop)
+/// on the worker's [`StopSignal`], returns at once; idle threads never wake
+/// otherwise), handlers running are waited for up to `grace`, their results applied, and
 /// the threads joined. A handler still running after `grace` cannot be
 /// stopped (Rust has no thread cancellation): its lease is no longer
 /// extended, so its job is due again when the lease ends, as its next
@@ -451,7 +458,7 @@ impl Worker {
             retry_for: HashMap::new(),
             concurrency: 1,
             lease: Duration::from_secs(30),
-            idle_check: Duration::from_millis(100),
+            thread_name_prefix: "delayq-worker".into(),
             on_event: None,
             error: None,
         }
@@ -565,9 +572,10 @@ struct Shared {
     retry: RetryPolicy,
     retry_for: HashMap<String, RetryPolicy>,
     lease: Duration,
-    idle_check: Duration,
     on_event: Option<Arc<Hook>>,
     stopping: AtomicBool,
+    /// Raised with `stopping`: ends the idle threads' `reserve_or_stop`.
+    stop_signal: StopSignal,
     stop: Mutex<Stop>,
     stop_cv: Condvar,
     /// The lease keeper ends (set under `running`'s lock).
@@ -621,6 +629,7 @@ impl Shared {
         stop.grace.get_or_insert(grace);
         drop(stop);
         self.stop_cv.notify_all();
+        self.stop_signal.raise();
     }
 
     fn stopping(&self) -> bool {
@@ -647,7 +656,7 @@ impl Shared {
         let _live = Live(self);
         let mut backoff = Duration::from_millis(50);
         while !self.stopping() {
-            match self.queue.reserve_timeout(self.lease, self.idle_check) {
+            match self.queue.reserve_or_stop(self.lease, &self.stop_signal) {
                 Ok(Some(job)) => {
                     backoff = Duration::from_millis(50);
                     // Leased already: run it even if a shutdown began meanwhile.
@@ -752,10 +761,17 @@ impl Shared {
                     .map(|(s, r)| (*s, r.job.clone()))
                     .collect();
                 if due.is_empty() {
-                    let next = running.values().map(|r| r.next_extend).min();
-                    let wait = next.map_or(Duration::from_secs(3600), |n| n.saturating_duration_since(now));
-                    running =
-                        self.running_cv.wait_timeout(running, wait).unwrap_or_else(PoisonError::into_inner).0;
+                    // Nothing running: no timeout (an idle keeper never wakes).
+                    running = match running.values().map(|r| r.next_extend).min() {
+                        None => self.running_cv.wait(running).unwrap_or_else(PoisonError::into_inner),
+                        Some(next) => {
+                            let wait = next.saturating_duration_since(now);
+                            self.running_cv
+                                .wait_timeout(running, wait)
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .0
+                        }
+                    };
                     drop(running);
                     continue;
                 }

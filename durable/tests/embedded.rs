@@ -82,6 +82,7 @@ delegate! {
     send_many(jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError>;
     reserve(lease: Duration) -> Result<Job, DurableError>;
     reserve_timeout(lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError>;
+    reserve_or_stop(lease: Duration, stop: &delayq_durable::StopSignal) -> Result<Option<Job>, DurableError>;
     reserve_many(lease: Duration, max: usize, timeout: Duration) -> Result<Vec<Job>, DurableError>;
     ack(job: &Job) -> Result<bool, DurableError>;
     ack_many(jobs: &[Job]) -> Result<Vec<bool>, DurableError>;
@@ -548,8 +549,8 @@ fn a_worker_refuses_bad_options_with_clear_errors() {
         ("many threads", Worker::builder(q.clone()).handle_raw("a", ok).concurrency(1025).start()),
         ("zero lease", Worker::builder(q.clone()).handle_raw("a", ok).lease(Duration::ZERO).start()),
         (
-            "zero idle check",
-            Worker::builder(q.clone()).handle_raw("a", ok).idle_check(Duration::ZERO).start(),
+            "NUL in a thread name",
+            Worker::builder(q.clone()).handle_raw("a", ok).thread_name_prefix("w\0").start(),
         ),
     ];
     for (what, result) in cases {
@@ -571,7 +572,6 @@ fn a_closed_queue_ends_the_workers_threads_and_shutdown_still_returns() {
     let worker = Worker::builder(q.clone())
         .handle_raw("a", |_, _| -> Result<(), String> { Ok(()) })
         .concurrency(3)
-        .idle_check(Duration::from_secs(3600))
         .start()
         .unwrap();
     // Blocked reserves return Closed; the threads end without a shutdown.

@@ -18,10 +18,11 @@ use redis::Value;
 use crate::contract::JobQueue;
 use crate::error::DurableError;
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
+use crate::stop::StopSignal;
 
-use self::pool::{redis_error, Pool};
+use self::pool::{redis_error, Pool, Target};
 use self::scripts::Scripts;
-use self::watch::{Notifier, Watch};
+use self::watch::{Notifier, Source, Watch};
 
 /// The most jobs one `reserve_many` leases (a larger `max` is taken as this):
 /// each may-be-leased job carries its token in the script's arguments.
@@ -229,6 +230,60 @@ impl RedisBuilder {
     /// malformed; [`DurableError::InvalidArgument`] for an empty name or zero
     /// `max_attempts`.
     pub fn connect(self, url: &str, name: &str) -> Result<RedisQueue, DurableError> {
+        let client = redis::Client::open(url).map_err(|e| redis_error(e, &format!("opening {url}")))?;
+        self.open_on(Target::One(client.clone()), Source::One(client), url, name)
+    }
+
+    /// Opens the queue `name` on a Redis Cluster, given the addresses of
+    /// some of its nodes (`redis://host:port`; one reachable node is
+    /// enough). Every key of the queue is under one hash tag,
+    /// `delayq:{name}:`, so each script runs on the one master that owns
+    /// that slot; different queues spread over the masters by their names.
+    /// Wake-ups subscribe on that master (found with `CLUSTER SLOTS`, again
+    /// after every reconnection). The guarantees are those of one server
+    /// with the master's persistence settings, except across a failover:
+    /// replication is asynchronous, so a change acknowledged by a master
+    /// that fails before its replica received it is lost with the master
+    /// (a sent job vanishes, an acked job comes back, a lease is forgotten).
+    /// A master restarted from its own AOF (`appendfsync always`) loses
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect); [`DurableError::InvalidArgument`] for
+    /// no address, or a name starting with `}` (the hash tag would be empty).
+    pub fn connect_cluster(self, urls: &[&str], name: &str) -> Result<RedisQueue, DurableError> {
+        if urls.is_empty() {
+            return Err(DurableError::InvalidArgument("a cluster needs at least one node address"));
+        }
+        // `delayq:{}…`: an empty hash tag, so each key would hash whole, to
+        // slots of its own, and every script would fail as cross-slot.
+        if name.starts_with('}') {
+            return Err(DurableError::InvalidArgument(
+                "a queue name on a cluster must not start with '}' (its keys would not share a slot)",
+            ));
+        }
+        let mut nodes = Vec::with_capacity(urls.len());
+        for url in urls {
+            nodes.push(redis::Client::open(*url).map_err(|e| redis_error(e, &format!("opening {url}")))?);
+        }
+        let client = redis::cluster::ClusterClientBuilder::new(urls.iter().copied())
+            .connection_timeout(self.connect_timeout)
+            .response_timeout(self.io_timeout)
+            .build()
+            .map_err(|e| redis_error(e, "opening the cluster"))?;
+        let key = format!("delayq:{{{name}}}:");
+        let what = format!("the cluster at {}", urls.join(", "));
+        self.open_on(Target::Cluster(client), Source::Cluster { nodes, key }, &what, name)
+    }
+
+    fn open_on(
+        self,
+        target: Target,
+        source: Source,
+        url: &str,
+        name: &str,
+    ) -> Result<RedisQueue, DurableError> {
         if name.is_empty() {
             return Err(DurableError::InvalidArgument("a queue name must not be empty"));
         }
@@ -241,8 +296,7 @@ impl RedisBuilder {
         if self.liveness.is_zero() || self.io_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(DurableError::InvalidArgument("timeouts must be longer than zero"));
         }
-        let client = redis::Client::open(url).map_err(|e| redis_error(e, &format!("opening {url}")))?;
-        let pool = Pool::new(client.clone(), self.connect_timeout, Some(self.io_timeout), self.retry_for);
+        let pool = Pool::new(target, self.connect_timeout, Some(self.io_timeout), self.retry_for);
         // Reach the server now, so a wrong address is reported here.
         pool.run(&format!("connecting to {url}"), |con| redis::cmd("PING").query::<String>(con))?;
         let prefix = format!("delayq:{{{name}}}:");
@@ -253,7 +307,7 @@ impl RedisBuilder {
         let notifier = Arc::new(Notifier::default());
         let stop = Arc::new(AtomicBool::new(false));
         let watcher = Watch {
-            client,
+            source,
             channel: format!("{prefix}wake"),
             control: control.clone(),
             notifier: notifier.clone(),
@@ -363,6 +417,12 @@ impl RedisQueue {
     /// Connects with the defaults; see [`RedisBuilder::connect`].
     pub fn connect(url: &str, name: &str) -> Result<RedisQueue, DurableError> {
         RedisBuilder::new().connect(url, name)
+    }
+
+    /// Opens the queue on a Redis Cluster with the defaults; see
+    /// [`RedisBuilder::connect_cluster`].
+    pub fn connect_cluster(urls: &[&str], name: &str) -> Result<RedisQueue, DurableError> {
+        RedisBuilder::new().connect_cluster(urls, name)
     }
 
     /// Options.
@@ -556,6 +616,20 @@ impl RedisQueue {
         Ok(self.reserve_until(lease, Some(deadline))?.pop())
     }
 
+    /// As [`reserve`](Self::reserve), but returns `Ok(None)` once `stop` is
+    /// [raised](StopSignal::raise) (at once if it is already): the thread
+    /// sleeps on the handle's notifier, which the signal also wakes, with no
+    /// timeout and no periodic wake-up. A job the script leased before the
+    /// signal is returned.
+    pub fn reserve_or_stop(&self, lease: Duration, stop: &StopSignal) -> Result<Option<Job>, DurableError> {
+        Self::lease_us(lease)?; // a bad lease is an error, raised signal or not
+        let waker = std::task::Waker::from(self.inner.notifier.clone());
+        let Some(_registered) = stop.register(&waker) else {
+            return Ok(None);
+        };
+        Ok(self.reserve_many_until(lease, 1, None, Some(stop))?.pop())
+    }
+
     /// Waits up to `timeout` for due jobs and leases up to `max` of them in one
     /// script; at most 1000 a call (a larger `max`, `usize::MAX` included, is
     /// taken as 1000).
@@ -569,7 +643,7 @@ impl RedisQueue {
             return Err(DurableError::InvalidArgument("reserve_many needs max >= 1"));
         }
         let deadline = Instant::now().checked_add(timeout);
-        self.reserve_many_until(lease, max, Some(deadline))
+        self.reserve_many_until(lease, max, Some(deadline), None)
     }
 
     fn reserve_until(
@@ -577,15 +651,18 @@ impl RedisQueue {
         lease: Duration,
         deadline: Option<Option<Instant>>,
     ) -> Result<Vec<Job>, DurableError> {
-        self.reserve_many_until(lease, 1, deadline)
+        self.reserve_many_until(lease, 1, deadline, None)
     }
 
-    /// `deadline`: `None` or `Some(None)` waits without limit.
+    /// `deadline`: `None` or `Some(None)` waits without limit. `stop`: also
+    /// returns nothing once it is raised (its caller registered the notifier
+    /// with it, so raising it wakes the wait).
     fn reserve_many_until(
         &self,
         lease: Duration,
         max: usize,
         deadline: Option<Option<Instant>>,
+        stop: Option<&StopSignal>,
     ) -> Result<Vec<Job>, DurableError> {
         let lease_us = Self::lease_us(lease)?;
         let deadline = deadline.flatten();
@@ -598,7 +675,7 @@ impl RedisQueue {
             if !jobs.is_empty() {
                 return Ok(jobs);
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| Instant::now() >= d) || stop.is_some_and(StopSignal::is_raised) {
                 return Ok(Vec::new());
             }
             let plan = next.map(|due| {
@@ -609,7 +686,7 @@ impl RedisQueue {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            self.inner.notifier.wait(seen, next, until);
+            self.inner.notifier.wait(seen, next, until, stop);
         }
     }
 
@@ -813,6 +890,9 @@ impl JobQueue for RedisQueue {
     }
     fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
         RedisQueue::reserve_timeout(self, lease, timeout)
+    }
+    fn reserve_or_stop(&self, lease: Duration, stop: &StopSignal) -> Result<Option<Job>, DurableError> {
+        RedisQueue::reserve_or_stop(self, lease, stop)
     }
     fn reserve_many(&self, lease: Duration, max: usize, timeout: Duration) -> Result<Vec<Job>, DurableError> {
         RedisQueue::reserve_many(self, lease, max, timeout)

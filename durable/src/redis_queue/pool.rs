@@ -13,9 +13,75 @@ use crate::error::DurableError;
 /// Idle connections kept for reuse.
 const KEEP_IDLE: usize = 32;
 
+/// Where the connections go: one server, or a Redis Cluster (commands routed
+/// by their key's slot; every key of a queue is in one slot).
+#[derive(Clone)]
+pub(crate) enum Target {
+    One(redis::Client),
+    Cluster(redis::cluster::ClusterClient),
+}
+
+/// A connection to a [`Target`].
+pub(crate) enum Conn {
+    One(redis::Connection),
+    // Boxed: a cluster connection is several times a plain one's size.
+    Cluster(Box<redis::cluster::ClusterConnection>),
+}
+
+impl redis::ConnectionLike for Conn {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
+        match self {
+            Conn::One(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<redis::Value>> {
+        match self {
+            Conn::One(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+    // The cluster connection routes here, by the command's key.
+    fn req_command(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
+        match self {
+            Conn::One(c) => c.req_command(cmd),
+            Conn::Cluster(c) => c.req_command(cmd),
+        }
+    }
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::One(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+    fn supports_pipelining(&self) -> bool {
+        match self {
+            Conn::One(c) => c.supports_pipelining(),
+            Conn::Cluster(c) => c.supports_pipelining(),
+        }
+    }
+    fn check_connection(&mut self) -> bool {
+        match self {
+            Conn::One(c) => c.check_connection(),
+            Conn::Cluster(c) => c.check_connection(),
+        }
+    }
+    fn is_open(&self) -> bool {
+        match self {
+            Conn::One(c) => c.is_open(),
+            Conn::Cluster(c) => c.is_open(),
+        }
+    }
+}
+
 pub(crate) struct Pool {
-    pub(crate) client: redis::Client,
-    idle: Mutex<Vec<redis::Connection>>,
+    target: Target,
+    idle: Mutex<Vec<Conn>>,
     pub(crate) connect_timeout: Duration,
     io_timeout: Option<Duration>,
     retry_for: Duration,
@@ -31,6 +97,9 @@ fn transient(e: &redis::RedisError) -> bool {
         // A restarted server answers LOADING until its AOF is read back.
         || text.contains("loading")
         || text.contains("tryagain")
+        // A cluster whose slot's master is down or moving.
+        || text.contains("clusterdown")
+        || text.contains("cluster is down")
 }
 
 pub(crate) fn redis_error(e: redis::RedisError, doing: &str) -> DurableError {
@@ -39,25 +108,35 @@ pub(crate) fn redis_error(e: redis::RedisError, doing: &str) -> DurableError {
 
 impl Pool {
     pub(crate) fn new(
-        client: redis::Client,
+        target: Target,
         connect_timeout: Duration,
         io_timeout: Option<Duration>,
         retry_for: Duration,
     ) -> Pool {
-        Pool { client, idle: Mutex::new(Vec::new()), connect_timeout, io_timeout, retry_for }
+        Pool { target, idle: Mutex::new(Vec::new()), connect_timeout, io_timeout, retry_for }
     }
 
-    fn take(&self) -> redis::RedisResult<redis::Connection> {
+    fn take(&self) -> redis::RedisResult<Conn> {
         if let Some(con) = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop() {
             return Ok(con);
         }
-        let con = self.client.get_connection_with_timeout(self.connect_timeout)?;
-        con.set_read_timeout(self.io_timeout)?;
-        con.set_write_timeout(self.io_timeout)?;
-        Ok(con)
+        match &self.target {
+            Target::One(client) => {
+                let con = client.get_connection_with_timeout(self.connect_timeout)?;
+                con.set_read_timeout(self.io_timeout)?;
+                con.set_write_timeout(self.io_timeout)?;
+                Ok(Conn::One(con))
+            }
+            Target::Cluster(client) => {
+                let con = client.get_connection()?;
+                con.set_read_timeout(self.io_timeout)?;
+                con.set_write_timeout(self.io_timeout)?;
+                Ok(Conn::Cluster(Box::new(con)))
+            }
+        }
     }
 
-    fn put(&self, con: redis::Connection) {
+    fn put(&self, con: Conn) {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         if idle.len() < KEEP_IDLE {
             idle.push(con);
@@ -67,7 +146,7 @@ impl Pool {
     /// Runs `f` once, on a pooled or new connection, without retrying.
     pub(crate) fn once<T>(
         &self,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        f: impl FnOnce(&mut Conn) -> redis::RedisResult<T>,
     ) -> redis::RedisResult<T> {
         let mut con = self.take()?;
         let r = f(&mut con);
@@ -93,7 +172,7 @@ impl Pool {
     pub(crate) fn run<T>(
         &self,
         doing: &str,
-        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut Conn) -> redis::RedisResult<T>,
     ) -> Result<T, DurableError> {
         let start = Instant::now();
         let mut backoff = Duration::from_millis(5);

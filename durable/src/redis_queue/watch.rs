@@ -21,8 +21,11 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::task::Wake;
 use std::thread;
 use std::time::{Duration, Instant};
+
+use crate::stop::StopSignal;
 
 /// Messages remembered for waiters that have not looked yet.
 const KEEP: usize = 256;
@@ -69,11 +72,21 @@ impl Notifier {
 
     /// Sleeps until `until` (`None`: no limit), unless a message newer than
     /// `seen` announces a due time before `plan` (server µs; `None`: the
-    /// waiter knows of no due time, so any message counts), or the handle closes.
-    pub(crate) fn wait(&self, mut seen: u64, plan: Option<i64>, until: Option<Instant>) {
+    /// waiter knows of no due time, so any message counts), the handle
+    /// closes, or `stop` is raised (its caller registered this notifier's
+    /// waker with it: see `Wake for Notifier`).
+    pub(crate) fn wait(
+        &self,
+        mut seen: u64,
+        plan: Option<i64>,
+        until: Option<Instant>,
+        stop: Option<&StopSignal>,
+    ) {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            if s.closed {
+            // Checked under the state lock, which the wake below takes before
+            // it notifies: a raise is either seen here or wakes the wait.
+            if s.closed || stop.is_some_and(StopSignal::is_raised) {
                 return;
             }
             if s.gen > seen {
@@ -105,9 +118,35 @@ impl Notifier {
     }
 }
 
+/// A [`StopSignal`] raised wakes the notifier's waiters so that those
+/// waiting on that signal return. Taking the state lock before notifying
+/// orders the wake after any waiter's check of the signal.
+impl Wake for Notifier {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        drop(self.state.lock().unwrap_or_else(PoisonError::into_inner));
+        self.changed.notify_all();
+    }
+}
+
+/// Where the watcher subscribes.
+pub(crate) enum Source {
+    /// The one server.
+    One(redis::Client),
+    /// A cluster: the master that owns the slot of `key` (the queue's
+    /// prefix), found anew at every (re)subscription by asking the nodes in
+    /// turn for `CLUSTER SLOTS`. The scripts publish on that master, which
+    /// delivers to its own subscribers directly (not through the cluster
+    /// bus), and a restart or failover of it drops the subscription, which is
+    /// noticed as on one server.
+    Cluster { nodes: Vec<redis::Client>, key: String },
+}
+
 /// The watcher thread's configuration.
 pub(crate) struct Watch {
-    pub(crate) client: redis::Client,
+    pub(crate) source: Source,
     pub(crate) channel: String,
     /// This handle's own control channel: a message there makes the watcher
     /// look at `stop` (how `Drop` interrupts a blocking read).
@@ -131,7 +170,53 @@ impl Watch {
     }
 
     fn connection(&self) -> Result<redis::Connection, redis::RedisError> {
-        self.client.get_connection_with_timeout(self.connect_timeout)
+        match &self.source {
+            Source::One(client) => client.get_connection_with_timeout(self.connect_timeout),
+            Source::Cluster { nodes, key } => {
+                let mut last = None;
+                for node in nodes {
+                    match self.owner(node, key) {
+                        Ok(owner) => return owner.get_connection_with_timeout(self.connect_timeout),
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(last.unwrap_or_else(|| std::io::Error::other("no cluster node given").into()))
+            }
+        }
+    }
+
+    /// Asks `node` which master owns the slot of `key`.
+    fn owner(&self, node: &redis::Client, key: &str) -> Result<redis::Client, redis::RedisError> {
+        let mut con = node.get_connection_with_timeout(self.connect_timeout)?;
+        con.set_read_timeout(Some(self.connect_timeout))?;
+        let slot: i64 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(&mut con)?;
+        let ranges: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con)?;
+        let int = |v: &redis::Value| match v {
+            redis::Value::Int(i) => Some(*i),
+            _ => None,
+        };
+        for range in ranges {
+            let (Some(start), Some(end)) = (range.first().and_then(int), range.get(1).and_then(int)) else {
+                continue;
+            };
+            if !(start..=end).contains(&slot) {
+                continue;
+            }
+            let Some(redis::Value::Array(master)) = range.get(2) else { break };
+            let ip = match master.first() {
+                Some(redis::Value::BulkString(b)) if !b.is_empty() => String::from_utf8_lossy(b).into_owned(),
+                // An empty address: the node asked.
+                _ => node
+                    .get_connection_info()
+                    .addr()
+                    .to_string()
+                    .rsplit_once(':')
+                    .map_or_else(|| "127.0.0.1".to_string(), |(host, _)| host.to_string()),
+            };
+            let Some(port) = master.get(1).and_then(int) else { break };
+            return redis::Client::open(format!("redis://{ip}:{port}/"));
+        }
+        Err(std::io::Error::other(format!("no master owns slot {slot} (the cluster is not ready)")).into())
     }
 
     fn run(self, mut first: Option<redis::Connection>) {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, SystemTime};
 
-use delayq_durable::{DurableError, JobQueue};
+use delayq_durable::{DurableError, JobQueue, StopSignal};
 
 pub mod runtime;
 
@@ -331,6 +331,51 @@ pub fn threads_lose_nothing_and_deliver_nothing_early(q: impl JobQueue + 'static
     assert_eq!(q.len().unwrap(), 0);
 }
 
+// `reserve_or_stop`: a due job is leased; a raised signal ends a blocked
+// call (and only the calls waiting on that signal) and leaves jobs alone;
+// an already raised one returns at once.
+pub fn reserve_or_stop_leases_a_due_job_or_returns_when_its_signal_is_raised(q: impl JobQueue + 'static) {
+    let q = Arc::new(q);
+    let never = StopSignal::new();
+    let id = q.send_after(b"now", ms(0)).unwrap();
+    let job = q.reserve_or_stop(LEASE, &never).unwrap().expect("a due job");
+    assert_eq!(job.id(), id);
+    assert!(q.ack(&job).unwrap());
+    let far = q.send_after(b"far", Duration::from_secs(3600)).unwrap();
+    let (a, b) = (StopSignal::new(), StopSignal::new());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiters: Vec<_> = [("a", a.clone()), ("b", b.clone())]
+        .into_iter()
+        .map(|(name, stop)| {
+            let (q, tx) = (q.clone(), tx.clone());
+            thread::spawn(move || tx.send((name, q.reserve_or_stop(LEASE, &stop).unwrap())).unwrap())
+        })
+        .collect();
+    // Whether a thread is already blocked or not yet in the call when the
+    // signal is raised, the answer must be the same: `None`, at once.
+    a.raise();
+    let (name, got) = rx.recv_timeout(PATIENCE).expect("raising `a` ends its waiter");
+    assert_eq!((name, got.map(|j| j.id())), ("a", None));
+    // `b` still waits: a job sent now is its.
+    let soon = q.send_after(b"soon", ms(0)).unwrap();
+    let (name, got) = rx.recv_timeout(PATIENCE).expect("b gets the job");
+    let job = got.expect("b was not stopped");
+    assert_eq!((name, job.id()), ("b", soon));
+    assert!(q.ack(&job).unwrap());
+    for t in waiters {
+        t.join().unwrap();
+    }
+    // Raised already: `None` at once, even with a job due; nothing leased.
+    let due = q.send_after(b"due", ms(0)).unwrap();
+    assert_eq!(q.reserve_or_stop(LEASE, &a).unwrap().map(|j| j.id()), None);
+    let s = q.stats().unwrap();
+    assert_eq!((s.pending, s.leased), (2, 0));
+    assert!(q.cancel(far).unwrap() && q.cancel(due).unwrap());
+    for stop in [&never, &a] {
+        assert!(matches!(q.reserve_or_stop(Duration::ZERO, stop), Err(DurableError::InvalidArgument(_))));
+    }
+}
+
 /// Generates one `#[test]` per conformance case for a backend. `$open` is a
 /// `fn(Opts) -> Option<impl JobQueue + 'static>` giving a fresh, empty queue
 /// (`None`: the backend is not available here, and the opener said so loudly).
@@ -427,6 +472,12 @@ macro_rules! conformance_tests {
                 }
             }
             #[test]
+            fn reserve_or_stop_leases_a_due_job_or_returns_when_its_signal_is_raised() {
+                if let Some(q) = open(Opts::default()) {
+                    conformance::reserve_or_stop_leases_a_due_job_or_returns_when_its_signal_is_raised(q);
+                }
+            }
+            #[test]
             fn kinds_and_last_errors_are_stored_and_checked() {
                 if let Some(q) = open(Opts::default()) {
                     conformance::runtime::kinds_and_last_errors_are_stored_and_checked(q);
@@ -474,6 +525,12 @@ macro_rules! conformance_tests {
             fn a_handler_past_the_grace_period_is_left_to_its_lease() {
                 if let Some(q) = open(Opts::default()) {
                     conformance::runtime::a_handler_past_the_grace_period_is_left_to_its_lease(q);
+                }
+            }
+            #[test]
+            fn an_idle_worker_does_not_wake_and_stops_at_once() {
+                if let Some(q) = open(Opts::default()) {
+                    conformance::runtime::an_idle_worker_does_not_wake_and_stops_at_once(q);
                 }
             }
         }

@@ -9,7 +9,8 @@
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
 
 use delayq_durable::{DurableError, Event, JobId, JobKind, JobQueue, RetryPolicy, Worker, WorkerBuilder};
 use serde::{Deserialize, Serialize};
@@ -417,4 +418,57 @@ pub fn a_handler_past_the_grace_period_is_left_to_its_lease(q: impl JobQueue + '
     release.send(()).unwrap();
     assert_eq!(next_events(&events, 1), [Seen::Lost(id)]);
     assert_eq!(q.len().unwrap(), 0);
+}
+
+/// Wake-ups so far of this process's threads whose name starts with
+/// `prefix`: their voluntary context switches (each block that ended), from
+/// `/proc/self/task/*/status`. `None` where there is no `/proc` (not Linux).
+fn wakeups(prefix: &str) -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = task.ok()?.path();
+        let Ok(name) = std::fs::read_to_string(dir.join("comm")) else { continue };
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(dir.join("status")) else { continue };
+        let line = status.lines().find(|l| l.starts_with("voluntary_ctxt_switches:"))?;
+        total += line.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
+/// An idle worker's threads block until a job is due or a shutdown is asked:
+/// they do not wake up while nothing happens, and a shutdown ends them at once.
+pub fn an_idle_worker_does_not_wake_and_stops_at_once(q: impl JobQueue + 'static) {
+    let q: Arc<dyn JobQueue> = Arc::new(q);
+    let threads = 4;
+    let (done_tx, done) = mpsc::channel();
+    let done_tx = Mutex::new(done_tx);
+    let worker = Worker::builder(q.clone())
+        .handle_raw("idle", move |job, _ctx| -> Result<(), String> {
+            done_tx.lock().unwrap().send(job.id()).map_err(|e| e.to_string())
+        })
+        .concurrency(threads)
+        .thread_name_prefix("idlewk")
+        .start()
+        .unwrap();
+    // One job through, so every backend connection is made and used.
+    let id = q.send_kind_after("idle", b"", ms(0)).unwrap();
+    assert_eq!(done.recv_timeout(PATIENCE).unwrap(), id);
+    // Idleness is a matter of elapsed time: this test has to let time pass.
+    // A short settle (the ack, the threads going back to their wait), then a
+    // window in which an idle thread must not wake at all. A worker that
+    // polls the shutdown flag every 100 ms wakes ~15 times per thread here.
+    thread::sleep(ms(300));
+    if let Some(before) = wakeups("idlewk") {
+        thread::sleep(ms(1500));
+        let woke = wakeups("idlewk").unwrap() - before;
+        assert!(woke < threads as u64, "{threads} idle worker threads woke {woke} times in 1.5 s");
+    }
+    let t = Instant::now();
+    let report = worker.shutdown(PATIENCE);
+    assert!(t.elapsed() < Duration::from_secs(1), "an idle worker's shutdown took {:?}", t.elapsed());
+    assert!(report.abandoned.is_empty());
+    assert_eq!(report.stats.succeeded, 1);
 }

@@ -45,6 +45,8 @@ pub struct RedisServer {
     pub port: u16,
     pub dir: PathBuf,
     child: Mutex<Option<Child>>,
+    /// A cluster node (`--cluster-enabled yes`, its `nodes-<port>.conf` in `dir`).
+    cluster: bool,
 }
 
 fn free_port() -> u16 {
@@ -119,7 +121,7 @@ impl RedisServer {
     /// Starts a server on `port` in `dir`; `None` if it did not come up as
     /// the one answering there (the port was taken, by a server or not).
     pub fn start_on(port: u16, dir: &Path) -> Option<RedisServer> {
-        let server = RedisServer { port, dir: dir.to_path_buf(), child: Mutex::new(None) };
+        let server = RedisServer { port, dir: dir.to_path_buf(), child: Mutex::new(None), cluster: false };
         if server.spawn() {
             Some(server)
         } else {
@@ -133,9 +135,13 @@ impl RedisServer {
         let mut cmd = Command::new("redis-server");
         cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--protected-mode", "yes"])
             .args(["--dir", self.dir.to_str().unwrap(), "--appendonly", "yes", "--appendfsync", "always"])
-            .args(["--save", "", "--daemonize", "no", "--logfile", "redis.log"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .args(["--save", "", "--daemonize", "no", "--logfile", "redis.log"]);
+        if self.cluster {
+            let conf = format!("nodes-{}.conf", self.port);
+            cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", &conf])
+                .args(["--cluster-node-timeout", "5000"]);
+        }
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
         // SAFETY: prctl is async-signal-safe; it only sets this child's death signal.
         unsafe {
             cmd.pre_exec(|| {
@@ -189,4 +195,89 @@ impl Drop for RedisServer {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A Redis Cluster of three masters (no replicas) on free 127.0.0.1 ports,
+/// each node a [`RedisServer`] in its own directory (AOF, `appendfsync
+/// always`), joined by `redis-cli --cluster create`; killed when dropped.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+    pub dir: PathBuf,
+}
+
+impl RedisCluster {
+    pub fn start(tag: &str) -> RedisCluster {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        remove_stale_dirs();
+        let dir = std::env::temp_dir().join(format!(
+            "delayq-redis-cluster{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut nodes = Vec::new();
+        while nodes.len() < 3 {
+            let port = free_port();
+            let node_dir = dir.join(port.to_string());
+            std::fs::create_dir_all(&node_dir).unwrap();
+            let node = RedisServer { port, dir: node_dir, child: Mutex::new(None), cluster: true };
+            if node.spawn() {
+                nodes.push(node);
+            } else {
+                std::mem::forget(node);
+            }
+        }
+        let cluster = RedisCluster { nodes, dir };
+        let addrs: Vec<String> = cluster.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect(
+                "running redis-cli --cluster create (redis-cli comes with redis-server, package redis-tools)",
+            );
+        assert!(out.status.success(), "redis-cli --cluster create: {}", String::from_utf8_lossy(&out.stdout));
+        cluster.wait_ready();
+        cluster
+    }
+
+    /// Waits until every node reports `cluster_state:ok`.
+    pub fn wait_ready(&self) {
+        let start = Instant::now();
+        for node in &self.nodes {
+            loop {
+                let ok = cluster_info(node.port).is_some_and(|i| i.contains("cluster_state:ok"));
+                if ok {
+                    break;
+                }
+                assert!(start.elapsed() < Duration::from_secs(30), "the cluster did not become ready");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for n in &self.nodes {
+            n.kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `CLUSTER INFO` from the node on `port`, if it answers.
+pub fn cluster_info(port: u16) -> Option<String> {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "CLUSTER", "INFO"])
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -1,0 +1,250 @@
+//! The Redis backend on a real Redis Cluster: three masters on free loopback
+//! ports, started, joined (`redis-cli --cluster create`) and stopped here.
+//! The conformance suite, queues spread over every master, and a master
+//! killed and restarted mid-stream losing nothing.
+#![cfg(feature = "redis")]
+
+mod conformance;
+mod redis_server;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use conformance::{ms, Opts};
+use delayq_durable::{DurableError, RedisQueue};
+use redis_server::RedisCluster;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// The cluster the conformance cases share (each case uses its own queue).
+fn shared() -> Option<&'static RedisCluster> {
+    static CLUSTER: OnceLock<Option<&'static RedisCluster>> = OnceLock::new();
+    *CLUSTER.get_or_init(|| {
+        if !redis_server::available() {
+            return None;
+        }
+        // Started from a thread that never ends: each server's death signal
+        // is tied to the thread that spawned it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let cluster: &'static RedisCluster = Box::leak(Box::new(RedisCluster::start("shared")));
+            tx.send(cluster).unwrap();
+            loop {
+                thread::park();
+            }
+        });
+        Some(rx.recv().unwrap())
+    })
+}
+
+fn unique(tag: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!("{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+fn connect(cluster: &RedisCluster, name: &str) -> RedisQueue {
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    RedisQueue::builder().retry_for(Duration::from_secs(20)).connect_cluster(&urls, name).unwrap()
+}
+
+fn open_cluster(opts: Opts) -> Option<RedisQueue> {
+    let cluster = shared()?;
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    Some(
+        RedisQueue::builder()
+            .max_attempts(opts.max_attempts)
+            .max_payload(opts.max_payload)
+            .connect_cluster(&urls, &unique("conf"))
+            .unwrap(),
+    )
+}
+
+conformance_tests!(super::open_cluster);
+
+/// The index of the node that owns queue `name`'s slot: the one master that
+/// answers a command on its keys instead of redirecting (`MOVED`).
+fn owner(cluster: &RedisCluster, name: &str) -> usize {
+    let key = format!("delayq:{{{name}}}:seq");
+    let owners: Vec<usize> = (0..cluster.nodes.len())
+        .filter(|&i| {
+            let mut con = redis::Client::open(cluster.nodes[i].url()).unwrap().get_connection().unwrap();
+            redis::cmd("EXISTS").arg(&key).query::<i64>(&mut con).is_ok()
+        })
+        .collect();
+    assert_eq!(owners.len(), 1, "exactly one master owns {key}: {owners:?}");
+    owners[0]
+}
+
+/// Keys under `delayq:` on the node, by `SCAN` (a node holds only its slots).
+fn keys_on(cluster: &RedisCluster, node: usize) -> Vec<String> {
+    let mut con = redis::Client::open(cluster.nodes[node].url()).unwrap().get_connection().unwrap();
+    let keys = redis::cmd("SCAN").cursor_arg(0).arg("MATCH").arg("delayq:*").clone().iter::<String>(&mut con);
+    keys.unwrap().collect::<Result<_, _>>().unwrap()
+}
+
+#[test]
+fn queues_spread_over_every_master_and_each_keeps_its_own_jobs() {
+    let Some(cluster) = shared() else { return };
+    // Names chosen by where their slot is: one queue per master.
+    let mut names: Vec<Option<String>> = vec![None; cluster.nodes.len()];
+    for i in 0.. {
+        let name = format!("spread-{i}");
+        let at = owner(cluster, &name);
+        names[at].get_or_insert(name);
+        if names.iter().all(Option::is_some) {
+            break;
+        }
+        assert!(i < 1000, "no name landed on some master");
+    }
+    let names: Vec<String> = names.into_iter().map(Option::unwrap).collect();
+    let queues: Vec<RedisQueue> = names.iter().map(|n| connect(cluster, n)).collect();
+    let n = 50u32;
+    thread::scope(|s| {
+        for (qi, q) in queues.iter().enumerate() {
+            s.spawn(move || {
+                for i in 0..n {
+                    q.send_after(format!("{qi}:{i}").as_bytes(), ms(0)).unwrap();
+                }
+            });
+        }
+    });
+    // Each master holds its queue's keys and none of the others' (the
+    // conformance cases' queues share this cluster: only these are counted).
+    for node in 0..names.len() {
+        let keys = keys_on(cluster, node);
+        let held: Vec<&String> = names
+            .iter()
+            .filter(|n| keys.iter().any(|k| k.starts_with(&format!("delayq:{{{n}}}:"))))
+            .collect();
+        assert_eq!(held, [&names[node]], "master {node} holds the keys of exactly its queue");
+    }
+    thread::scope(|s| {
+        for (qi, q) in queues.iter().enumerate() {
+            s.spawn(move || {
+                let mut got = Vec::new();
+                while got.len() < n as usize {
+                    let job = q.reserve_timeout(LEASE, conformance::PATIENCE).unwrap().expect("a job");
+                    got.push(String::from_utf8(job.payload().to_vec()).unwrap());
+                    assert!(q.ack(&job).unwrap());
+                }
+                got.sort();
+                let mut want: Vec<String> = (0..n).map(|i| format!("{qi}:{i}")).collect();
+                want.sort();
+                assert_eq!(got, want, "queue {qi} got exactly its own jobs");
+                assert_eq!(q.len().unwrap(), 0);
+            });
+        }
+    });
+}
+
+#[test]
+fn a_master_killed_and_restarted_mid_stream_keeps_every_sent_job() {
+    if !redis_server::available() {
+        return;
+    }
+    // A cluster of its own: this test kills one of its masters.
+    let cluster = RedisCluster::start("restart");
+    let name = unique("restart");
+    let victim = owner(&cluster, &name);
+    let q = connect(&cluster, &name);
+    let sent = Mutex::new(Vec::new());
+    let errors = AtomicUsize::new(0);
+    thread::scope(|s| {
+        for t in 0..4u32 {
+            let (q, sent, errors) = (&q, &sent, &errors);
+            s.spawn(move || {
+                let start = Instant::now();
+                let mut i = 0u32;
+                while start.elapsed() < Duration::from_millis(2500) {
+                    match q.send_after(&(t << 24 | i).to_le_bytes(), ms(0)) {
+                        Ok(id) => sent.lock().unwrap().push(id.0),
+                        Err(e) => {
+                            if errors.fetch_add(1, Ordering::Relaxed) < 3 {
+                                eprintln!("cluster restart: a send failed: {e}");
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+            });
+        }
+        thread::sleep(Duration::from_millis(800));
+        cluster.nodes[victim].kill();
+        thread::sleep(Duration::from_millis(300));
+        cluster.nodes[victim].restart();
+    });
+    cluster.wait_ready();
+    let sent = sent.into_inner().unwrap();
+    assert!(sent.len() > 100, "too few sends to mean anything: {}", sent.len());
+    let mut got: HashMap<u64, u32> = HashMap::new();
+    while let Some(job) = q.reserve_timeout(LEASE, Duration::from_secs(2)).unwrap() {
+        *got.entry(job.id().0).or_default() += 1;
+        assert!(q.ack(&job).unwrap());
+    }
+    for id in &sent {
+        assert_eq!(
+            got.get(id),
+            Some(&1),
+            "job {id}, whose send returned Ok, came back {:?} times",
+            got.get(id)
+        );
+    }
+    let failed = errors.load(Ordering::Relaxed);
+    assert!(
+        got.len() <= sent.len() + failed,
+        "{} jobs for {} Ok sends and {failed} failed",
+        got.len(),
+        sent.len()
+    );
+    // The wake-up subscription came back on the restarted master: a consumer
+    // asleep on an empty queue (no due time to wake for) is woken by a job
+    // sent now, well before its 10 s timeout. The pause lets it fall asleep
+    // first; if it has not, its first look finds the job, which is no error
+    // but tests less.
+    let t = Instant::now();
+    let waiter = thread::scope(|s| {
+        let h = s.spawn(|| q.reserve_timeout(LEASE, conformance::PATIENCE).unwrap());
+        thread::sleep(ms(300));
+        q.send_after(b"after", ms(0)).unwrap();
+        h.join().unwrap()
+    });
+    let job = waiter.expect("the job sent after the restart");
+    assert_eq!(job.payload(), b"after");
+    assert!(t.elapsed() < Duration::from_secs(3), "the wake-up took {:?}", t.elapsed());
+    assert!(q.ack(&job).unwrap());
+    eprintln!(
+        "cluster restart: {} sends returned Ok, {failed} failed, {} jobs delivered",
+        sent.len(),
+        got.len()
+    );
+}
+
+#[test]
+fn bad_cluster_arguments_get_clear_errors() {
+    let Some(cluster) = shared() else { return };
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    for (what, r) in [
+        ("no address", RedisQueue::connect_cluster(&[], "q")),
+        ("empty tag", RedisQueue::connect_cluster(&urls, "}q")),
+        ("empty name", RedisQueue::connect_cluster(&urls, "")),
+    ] {
+        match r {
+            Err(DurableError::InvalidArgument(msg)) => assert!(!msg.is_empty(), "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    match RedisQueue::builder()
+        .connect_timeout(ms(200))
+        .retry_for(ms(200))
+        .connect_cluster(&["redis://127.0.0.1:1/"], "q")
+    {
+        Err(DurableError::Redis(msg)) => assert!(!msg.is_empty()),
+        other => panic!("an unreachable cluster: {other:?}"),
+    }
+}
