@@ -17,7 +17,7 @@ use crate::job::{after_nanos, check_kind, clip_error, now_nanos, to_nanos, Job, 
 use crate::record::{Record, State};
 
 use crate::reply::reply;
-use crate::writer::{self, storage_error, Counters, Mailbox, Op, Timer, Writer, JOBS, META};
+use crate::writer::{self, storage_error, Counters, Mailbox, Op, Scan, Timer, Writer, JOBS, META};
 
 /// Durable delayed jobs in one embedded database file ([redb]): a job is on
 /// disk before `send_*` returns, handed out with a lease by `reserve`, deleted
@@ -495,6 +495,14 @@ impl DurableQueue {
     pub fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
         let (r, waiting) = reply();
         self.inner.mailbox.post([Op::Dead { limit, reply: r }])?;
+        waiting.wait()
+    }
+
+    /// Up to `limit` jobs that match `what`, with their states, by id: a read,
+    /// as `dead_jobs` (the inspection API, `inspect.rs`).
+    pub(crate) fn scan(&self, what: Scan, limit: usize) -> Result<Vec<(State, Job)>, DurableError> {
+        let (r, waiting) = reply();
+        self.inner.mailbox.post([Op::Scan { what, limit, reply: r }])?;
         waiting.wait()
     }
 

@@ -114,6 +114,22 @@ pub(crate) enum Op {
         limit: usize,
         reply: Reply<Vec<Job>>,
     },
+    /// Reads (no commit): up to `limit` jobs that match `what`, with their
+    /// states, by id (the inspection API, `inspect.rs`).
+    Scan {
+        what: Scan,
+        limit: usize,
+        reply: Reply<Vec<(State, Job)>>,
+    },
+}
+
+/// Which jobs an [`Op::Scan`] reads.
+#[derive(Clone, Copy)]
+pub(crate) enum Scan {
+    /// Every job in this state.
+    State(State),
+    /// The job with this id.
+    Id(u64),
 }
 
 enum Outcome {
@@ -364,11 +380,13 @@ impl Writer {
             }
         }
         let (reads, writes): (Vec<Op>, Vec<Op>) =
-            batch.drain(..).partition(|op| matches!(op, Op::Dead { .. }));
+            batch.drain(..).partition(|op| matches!(op, Op::Dead { .. } | Op::Scan { .. }));
         *batch = writes;
         for op in reads {
-            if let Op::Dead { limit, reply } = op {
-                reply.send(self.guarded("reading", |w| w.dead_jobs(limit)));
+            match op {
+                Op::Dead { limit, reply } => reply.send(self.guarded("reading", |w| w.dead_jobs(limit))),
+                Op::Scan { what, limit, reply } => reply.send(self.guarded("reading", |w| w.scan(what, limit))),
+                _ => {}
             }
         }
         if batch.is_empty() && !durable {
@@ -497,6 +515,39 @@ impl Writer {
             }
         }
         Ok(dead)
+    }
+
+    fn scan(&self, what: Scan, limit: usize) -> Result<Vec<(State, Job)>, DurableError> {
+        let path = &self.path;
+        let err = |e: redb::Error| storage_error(path, e, "reading");
+        let read = self.db()?.begin_read().map_err(|e| err(e.into()))?;
+        let table = read.open_table(JOBS).map_err(|e| err(e.into()))?;
+        let decode = |id: u64, bytes: &[u8]| {
+            Record::decode(bytes)
+                .map_err(|detail| DurableError::Corrupt { path: path.clone(), detail: format!("job {id}: {detail}") })
+        };
+        let mut out = Vec::new();
+        match what {
+            Scan::Id(id) => {
+                if let Some(value) = table.get(id).map_err(|e| err(e.into()))? {
+                    let rec = decode(id, value.value())?;
+                    out.push((rec.state, rec.to_job(JobId(id))));
+                }
+            }
+            Scan::State(state) => {
+                for entry in table.iter().map_err(|e| err(e.into()))? {
+                    if out.len() >= limit {
+                        break;
+                    }
+                    let (id, value) = entry.map_err(|e| err(e.into()))?;
+                    let rec = decode(id.value(), value.value())?;
+                    if rec.state == state {
+                        out.push((rec.state, rec.to_job(JobId(id.value()))));
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn act(&mut self, act: TimerAct) {
@@ -684,7 +735,7 @@ impl Writer {
                         _ => Outcome::Flag(false),
                     },
                     // Answered before the transaction (`commit_batch`).
-                    Op::Dead { .. } => Outcome::Flag(false),
+                    Op::Dead { .. } | Op::Scan { .. } => Outcome::Flag(false),
                 };
                 outcomes.push(outcome);
             }
@@ -727,6 +778,7 @@ fn fail(op: Op, err: DurableError) {
         | Op::Cancel { reply, .. }
         | Op::Requeue { reply, .. } => reply.send(Err(err)),
         Op::Dead { reply, .. } => reply.send(Err(err)),
+        Op::Scan { reply, .. } => reply.send(Err(err)),
     }
 }
 
