@@ -19,10 +19,9 @@ struct Cli {
 }
 
 #[derive(Args)]
-#[group(required = true, multiple = false)]
 struct Target {
     /// An embedded queue: the redb file (it must exist; it is never created).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, conflicts_with_all = ["redis", "name"])]
     db: Option<PathBuf>,
     /// A Redis queue: the server's URL (redis://127.0.0.1:6379); needs --name.
     #[arg(long, global = true, requires = "name")]
