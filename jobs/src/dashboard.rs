@@ -135,13 +135,23 @@ impl Drop for Server {
 /// runtime), and returns once it listens: a bind error is returned here.
 /// Writes the sidecar named in `options`, if any.
 pub fn serve(queue: Arc<dyn Inspect>, addr: SocketAddr, options: Options) -> std::io::Result<Server> {
+    let sidecar = options.sidecar.clone();
+    let mut server = serve_router(router(queue, options), addr)?;
+    if let Some(db) = sidecar {
+        crate::sidecar::write(&db, &server.url())?;
+        server.sidecar = Some(db);
+    }
+    Ok(server)
+}
+
+/// Serves any `Router` (the dashboard's with routes of your own) at `addr`
+/// as [`serve`] does, without a sidecar.
+pub fn serve_router(app: Router, addr: SocketAddr) -> std::io::Result<Server> {
     let listener = std::net::TcpListener::bind(addr)?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let sidecar = options.sidecar.clone();
-    let app = router(queue, options);
     let thread = std::thread::Builder::new().name("delayq-jobs-dashboard".into()).spawn(move || {
         runtime.block_on(async move {
             let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
@@ -152,13 +162,7 @@ pub fn serve(queue: Arc<dyn Inspect>, addr: SocketAddr, options: Options) -> std
                 .await;
         });
     })?;
-    let server = Server { addr, stop: Some(stop), thread: Some(thread), sidecar: None };
-    let mut server = server;
-    if let Some(db) = sidecar {
-        crate::sidecar::write(&db, &server.url())?;
-        server.sidecar = Some(db);
-    }
-    Ok(server)
+    Ok(Server { addr, stop: Some(stop), thread: Some(thread), sidecar: None })
 }
 
 fn esc(text: &str) -> String {
@@ -235,7 +239,7 @@ async fn page(State(app): State<Arc<App>>) -> Response {
     if dead.is_empty() {
         h.push_str("<p id=no-dead>none</p>");
     } else {
-        h.push_str("<table id=dead><tr><th>id</th><th>kind</th><th>attempt</th><th>died due</th><th>last error</th><th>payload</th><th></th></tr>");
+        h.push_str("<table id=dead><tr><th>id</th><th>kind</th><th>attempt</th><th>was due</th><th>last error</th><th>payload</th><th></th></tr>");
         for j in &dead {
             let buttons = if app.allow_writes {
                 format!(
