@@ -70,7 +70,11 @@ impl JobInfo {
     fn new(state: JobState, job: Job) -> JobInfo {
         JobInfo {
             state,
-            lease_deadline: if state == JobState::Leased { Some(crate::job::from_nanos(job.lease_until)) } else { None },
+            lease_deadline: if state == JobState::Leased {
+                Some(crate::job::from_nanos(job.lease_until))
+            } else {
+                None
+            },
             id: job.id,
             kind: job.kind,
             deadline: crate::job::from_nanos(job.deadline),

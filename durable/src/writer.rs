@@ -385,7 +385,9 @@ impl Writer {
         for op in reads {
             match op {
                 Op::Dead { limit, reply } => reply.send(self.guarded("reading", |w| w.dead_jobs(limit))),
-                Op::Scan { what, limit, reply } => reply.send(self.guarded("reading", |w| w.scan(what, limit))),
+                Op::Scan { what, limit, reply } => {
+                    reply.send(self.guarded("reading", |w| w.scan(what, limit)))
+                }
                 _ => {}
             }
         }
@@ -523,8 +525,10 @@ impl Writer {
         let read = self.db()?.begin_read().map_err(|e| err(e.into()))?;
         let table = read.open_table(JOBS).map_err(|e| err(e.into()))?;
         let decode = |id: u64, bytes: &[u8]| {
-            Record::decode(bytes)
-                .map_err(|detail| DurableError::Corrupt { path: path.clone(), detail: format!("job {id}: {detail}") })
+            Record::decode(bytes).map_err(|detail| DurableError::Corrupt {
+                path: path.clone(),
+                detail: format!("job {id}: {detail}"),
+            })
         };
         let mut out = Vec::new();
         match what {

@@ -60,8 +60,12 @@ pub fn stats(q: &dyn Inspect, out: Out<'_>) -> Result<(), String> {
 /// `list --state S [--limit N]`: one line per job.
 pub fn list(q: &dyn Inspect, state: JobState, limit: usize, out: Out<'_>) -> Result<(), String> {
     let jobs = q.jobs(state, limit).map_err(q_err("listing"))?;
-    writeln!(out, "{:>8}  {:<10}  {:>7}  {:<20}  {:>8}  {:<30}  payload", "id", "due", "attempt", "kind", "bytes", "last error")
-        .map_err(io)?;
+    writeln!(
+        out,
+        "{:>8}  {:<10}  {:>7}  {:<20}  {:>8}  {:<30}  payload",
+        "id", "due", "attempt", "kind", "bytes", "last error"
+    )
+    .map_err(io)?;
     for j in &jobs {
         writeln!(
             out,
@@ -88,7 +92,8 @@ pub fn show(q: &dyn Inspect, id: u64, out: Out<'_>) -> Result<(), String> {
     let j = get(q, id)?;
     writeln!(out, "id          {}", j.id.0).map_err(io)?;
     writeln!(out, "state       {}", j.state).map_err(io)?;
-    writeln!(out, "kind        {}", if j.kind.is_empty() { "-".into() } else { line(&j.kind, 255) }).map_err(io)?;
+    writeln!(out, "kind        {}", if j.kind.is_empty() { "-".into() } else { line(&j.kind, 255) })
+        .map_err(io)?;
     writeln!(out, "due         {}", relative(j.deadline)).map_err(io)?;
     writeln!(out, "attempt     {}", j.attempt).map_err(io)?;
     if let Some(l) = j.lease_deadline {
@@ -128,7 +133,11 @@ fn progress(total: u64, what: &str) -> ProgressBar {
 /// Applies `act` to every job dead now (at most as many as were dead at the
 /// start, so a job that dies again meanwhile is not taken twice); returns
 /// how many it changed.
-fn each_dead(q: &dyn Inspect, what: &str, act: impl Fn(JobId) -> Result<bool, String>) -> Result<u64, String> {
+fn each_dead(
+    q: &dyn Inspect,
+    what: &str,
+    act: impl Fn(JobId) -> Result<bool, String>,
+) -> Result<u64, String> {
     let total = q.stats().map_err(q_err("counting"))?.dead;
     let bar = progress(total, what);
     let (mut seen, mut changed) = (0u64, 0u64);
@@ -153,7 +162,8 @@ fn each_dead(q: &dyn Inspect, what: &str, act: impl Fn(JobId) -> Result<bool, St
 
 /// `requeue --all-dead`.
 pub fn requeue_all_dead(q: &dyn Inspect, out: Out<'_>) -> Result<(), String> {
-    let n = each_dead(q, "requeueing", |id| q.requeue_dead(id, SystemTime::now()).map_err(q_err("requeueing")))?;
+    let n =
+        each_dead(q, "requeueing", |id| q.requeue_dead(id, SystemTime::now()).map_err(q_err("requeueing")))?;
     writeln!(out, "requeued {n} dead job{}", if n == 1 { "" } else { "s" }).map_err(io)
 }
 
@@ -182,6 +192,7 @@ pub fn cancel(q: &dyn Inspect, id: u64, force: bool, out: Out<'_>) -> Result<(),
     if !q.cancel(JobId(id)).map_err(q_err("cancelling"))? {
         return Err(format!("no job {id} (it finished meanwhile)"));
     }
-    let note = if j.state == JobState::Leased { " (it was leased: its worker's ack will find nothing)" } else { "" };
+    let note =
+        if j.state == JobState::Leased { " (it was leased: its worker's ack will find nothing)" } else { "" };
     writeln!(out, "cancelled job {id}, which was {}{note}", j.state).map_err(io)
 }

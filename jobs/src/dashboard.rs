@@ -78,7 +78,8 @@ struct App {
 /// /delete`), to mount in an application (`Router::nest("/jobs", …)`).
 /// Queue calls run on tokio's blocking pool.
 pub fn router(queue: Arc<dyn Inspect>, options: Options) -> Router {
-    let app = Arc::new(App { queue, allow_writes: options.allow_writes, samples: Mutex::new(VecDeque::new()) });
+    let app =
+        Arc::new(App { queue, allow_writes: options.allow_writes, samples: Mutex::new(VecDeque::new()) });
     Router::new()
         .route("/", get(page))
         .route("/requeue", post(requeue))
@@ -312,7 +313,9 @@ struct IdForm {
 /// on another site must not drive the buttons.
 fn refuse(app: &App, headers: &HeaderMap) -> Option<Response> {
     if !app.allow_writes {
-        return Some((StatusCode::FORBIDDEN, "read-only dashboard (start it with --allow-writes)").into_response());
+        return Some(
+            (StatusCode::FORBIDDEN, "read-only dashboard (start it with --allow-writes)").into_response(),
+        );
     }
     let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());

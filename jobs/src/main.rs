@@ -127,9 +127,11 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Cancel { id, force } => commands::cancel(q, id, force, &mut out),
         Command::Serve { bind, allow_writes, .. } => {
             let options = dashboard::Options { allow_writes, sidecar: cli.target.db.clone() };
-            let server = dashboard::serve(queue.clone(), bind, options).map_err(|e| format!("serving on {bind}: {e}"))?;
+            let server = dashboard::serve(queue.clone(), bind, options)
+                .map_err(|e| format!("serving on {bind}: {e}"))?;
             use std::io::Write;
-            writeln!(out, "dashboard for {} at {}", queue.describe(), server.url()).map_err(|e| e.to_string())?;
+            writeln!(out, "dashboard for {} at {}", queue.describe(), server.url())
+                .map_err(|e| e.to_string())?;
             out.flush().map_err(|e| e.to_string())?;
             // Until the process is stopped: the server's thread does the work.
             loop {

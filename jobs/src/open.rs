@@ -32,18 +32,16 @@ pub fn locked_message(path: &Path) -> String {
         path.display()
     );
     match sidecar::read(path) {
-        Some(h) => msg.push_str(&format!(
-            " (process {} holds it; its dashboard is at {})",
-            h.pid, h.url
-        )),
-        None => msg.push_str(
-            " (stop that process, or have it serve the dashboard: delayq_jobs::dashboard::serve)",
-        ),
+        Some(h) => msg.push_str(&format!(" (process {} holds it; its dashboard is at {})", h.pid, h.url)),
+        None => msg
+            .push_str(" (stop that process, or have it serve the dashboard: delayq_jobs::dashboard::serve)"),
     }
     msg
 }
 
 /// Connects to the Redis queue `name` at `url`.
 pub fn redis(url: &str, name: &str) -> Result<Queue, String> {
-    RedisQueue::connect(url, name).map(|q| Arc::new(q) as Queue).map_err(|e| format!("connecting to {url}: {e}"))
+    RedisQueue::connect(url, name)
+        .map(|q| Arc::new(q) as Queue)
+        .map_err(|e| format!("connecting to {url}: {e}"))
 }

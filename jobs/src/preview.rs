@@ -24,7 +24,9 @@ pub fn preview(payload: &[u8], max: usize) -> String {
                 '\n' => out.push_str("\\n"),
                 '\t' => out.push_str("\\t"),
                 '\\' => out.push_str("\\\\"),
-                c if (c as u32) < 0x80 && c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+                c if (c as u32) < 0x80 && c.is_ascii_control() => {
+                    out.push_str(&format!("\\x{:02x}", c as u32))
+                }
                 c if c.is_control() || is_invisible(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
                 c => out.push(c),
             }

@@ -100,7 +100,10 @@ fn commands(b: &Backend) {
     let (pending, leased, dead) = fill(b);
 
     let stats = ok(b, &["stats"]);
-    assert!(stats.contains("pending  1\n") && stats.contains("leased   1\n") && stats.contains("dead     1\n"), "{stats}");
+    assert!(
+        stats.contains("pending  1\n") && stats.contains("leased   1\n") && stats.contains("dead     1\n"),
+        "{stats}"
+    );
     assert!(stats.contains("next due in "), "{stats}");
 
     let list = ok(b, &["list", "--state", "dead"]);
@@ -186,13 +189,20 @@ fn commands_on_redis() {
 #[test]
 fn bad_input_is_a_clear_error() {
     let dir = temp_dir("bad");
-    let missing = Backend { open: Box::new(|| unreachable!()), args: vec!["--db".into(), dir.join("nope.redb").display().to_string()] };
+    let missing = Backend {
+        open: Box::new(|| unreachable!()),
+        args: vec!["--db".into(), dir.join("nope.redb").display().to_string()],
+    };
     assert!(refused(&missing, &["stats"]).contains("no database at"));
     assert!(!dir.join("nope.redb").exists(), "the CLI never creates a file");
     let b = embedded(&dir);
     drop((b.open)());
-    assert!(refused(&b, &["requeue"]).contains("required arguments were not provided"), "requeue needs an id or --all-dead");
-    assert!(refused(&Backend { open: Box::new(|| unreachable!()), args: vec![] }, &["stats"]).contains("name a queue"));
+    assert!(
+        refused(&b, &["requeue"]).contains("required arguments were not provided"),
+        "requeue needs an id or --all-dead"
+    );
+    assert!(refused(&Backend { open: Box::new(|| unreachable!()), args: vec![] }, &["stats"])
+        .contains("name a queue"));
     let err = refused(&b, &["serve", "--bind", "0.0.0.0:0"]);
     assert!(err.contains("not a loopback address") && err.contains("--allow-remote"), "{err}");
     let no_server = redis("redis://127.0.0.1:1".into(), "x");
@@ -247,7 +257,10 @@ fn held_by_child(sidecar: bool) {
     assert!(err.contains("is held by another process"), "{err}");
     if sidecar {
         assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-        assert!(err.contains(&format!("process {} holds it; its dashboard is at {url}", child.id())), "{err}");
+        assert!(
+            err.contains(&format!("process {} holds it; its dashboard is at {url}", child.id())),
+            "{err}"
+        );
     } else {
         assert!(err.contains("stop that process"), "{err}");
     }
