@@ -2,10 +2,11 @@
 //! `delayq-jobs` CLI and dashboard) — a trait of its own beside
 //! [`JobQueue`], which stays the contract workers use.
 //!
-//! Every call is a read: nothing is leased, nothing changes, and the
-//! [`JobInfo`]s it returns carry no lease token (a listed job cannot be acked
-//! or nacked with them). Changes go through the contract's own calls
-//! ([`cancel`](JobQueue::cancel), [`requeue_dead`](JobQueue::requeue_dead)).
+//! Every call but [`cancel_in`](Inspect::cancel_in) is a read: nothing is
+//! leased, nothing changes, and the [`JobInfo`]s it returns carry no lease
+//! token (a listed job cannot be acked or nacked with them). `cancel_in`
+//! deletes a job only in the states named, in one change, so an operator's
+//! command does not delete a job that a worker leased after it looked.
 
 use std::fmt;
 use std::time::SystemTime;
@@ -113,6 +114,11 @@ pub trait Inspect: JobQueue {
     /// it is in the past, the queue is that late. O(pending jobs) on the
     /// embedded file, O(1) on Redis.
     fn oldest_due(&self) -> Result<Option<SystemTime>, DurableError>;
+    /// Deletes the job only if it is in one of `states`, in one atomic
+    /// change: `Ok(false)` if there is no such job or it is in another
+    /// state (so a job leased meanwhile is not deleted by a command that
+    /// checked it was not).
+    fn cancel_in(&self, id: JobId, states: &[JobState]) -> Result<bool, DurableError>;
     /// What the queue is, for display: the file's path or `redis queue NAME`.
     fn describe(&self) -> String;
 }
@@ -146,6 +152,18 @@ impl Inspect for DurableQueue {
         Ok(jobs.iter().map(|(_, job)| job.deadline).min().map(crate::job::from_nanos))
     }
 
+    fn cancel_in(&self, id: JobId, states: &[JobState]) -> Result<bool, DurableError> {
+        let mut mask = [false; 3];
+        for s in states {
+            mask[match s {
+                JobState::Pending => State::Pending,
+                JobState::Leased => State::Leased,
+                JobState::Dead => State::Dead,
+            } as usize] = true;
+        }
+        DurableQueue::cancel_in(self, id, mask)
+    }
+
     fn describe(&self) -> String {
         self.path().display().to_string()
     }
@@ -169,6 +187,18 @@ impl Inspect for crate::redis_queue::RedisQueue {
 
     fn oldest_due(&self) -> Result<Option<SystemTime>, DurableError> {
         Ok(self.jobs(JobState::Pending, 1)?.first().map(|j| j.deadline))
+    }
+
+    fn cancel_in(&self, id: JobId, states: &[JobState]) -> Result<bool, DurableError> {
+        let letters: String = states
+            .iter()
+            .map(|s| match s {
+                JobState::Pending => 'p',
+                JobState::Leased => 'l',
+                JobState::Dead => 'd',
+            })
+            .collect();
+        crate::redis_queue::RedisQueue::cancel_in(self, id, &letters)
     }
 
     fn describe(&self) -> String {
@@ -195,6 +225,9 @@ impl<Q: Inspect + ?Sized> Inspect for std::sync::Arc<Q> {
     }
     fn oldest_due(&self) -> Result<Option<SystemTime>, DurableError> {
         (**self).oldest_due()
+    }
+    fn cancel_in(&self, id: JobId, states: &[JobState]) -> Result<bool, DurableError> {
+        (**self).cancel_in(id, states)
     }
     fn describe(&self) -> String {
         (**self).describe()

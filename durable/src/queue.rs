@@ -506,6 +506,12 @@ impl DurableQueue {
         waiting.wait()
     }
 
+    /// Deletes the job only if its state is one of `states` (indexed by
+    /// `State as usize`), in one change (the inspection API, `inspect.rs`).
+    pub(crate) fn cancel_in(&self, id: JobId, states: [bool; 3]) -> Result<bool, DurableError> {
+        self.call(|reply| Op::CancelIn { id: id.0, states, reply })
+    }
+
     /// Jobs not yet acked and not dead: pending plus leased.
     pub fn len(&self) -> Result<u64, DurableError> {
         let s = self.counts();

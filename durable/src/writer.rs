@@ -109,6 +109,13 @@ pub(crate) enum Op {
         at: u64,
         reply: Reply<bool>,
     },
+    /// As `Cancel`, only if the job's state is one of `states` (indexed by
+    /// `State as usize`): the inspection API's guarded delete.
+    CancelIn {
+        id: u64,
+        states: [bool; 3],
+        reply: Reply<bool>,
+    },
     /// Reads (no commit): up to `limit` dead jobs.
     Dead {
         limit: usize,
@@ -716,6 +723,15 @@ impl Writer {
                         }
                         _ => Outcome::Flag(false),
                     },
+                    Op::CancelIn { id, states, .. } => match get(&jobs, *id)? {
+                        Some(rec) if states[rec.state as usize] => {
+                            jobs.remove(*id).map_err(err)?;
+                            deltas.moved(Some(rec.state), None);
+                            acts.push(TimerAct::Disarm { id: *id });
+                            Outcome::Flag(true)
+                        }
+                        _ => Outcome::Flag(false),
+                    },
                     Op::Cancel { id, .. } => match get(&jobs, *id)? {
                         Some(rec) => {
                             jobs.remove(*id).map_err(err)?;
@@ -764,6 +780,7 @@ fn answer(op: Op, outcome: Outcome) {
             | Op::Kill { reply, .. }
             | Op::Extend { reply, .. }
             | Op::Cancel { reply, .. }
+            | Op::CancelIn { reply, .. }
             | Op::Requeue { reply, .. },
             Outcome::Flag(flag),
         ) => reply.send(Ok(flag)),
@@ -783,6 +800,7 @@ fn fail(op: Op, err: DurableError) {
         | Op::Requeue { reply, .. } => reply.send(Err(err)),
         Op::Dead { reply, .. } => reply.send(Err(err)),
         Op::Scan { reply, .. } => reply.send(Err(err)),
+        Op::CancelIn { reply, .. } => reply.send(Err(err)),
     }
 }
 

@@ -169,13 +169,9 @@ pub fn requeue_all_dead(q: &dyn Inspect, out: Out<'_>) -> Result<(), String> {
 
 /// `purge --dead`: deletes every dead job.
 pub fn purge_dead(q: &dyn Inspect, out: Out<'_>) -> Result<(), String> {
-    let n = each_dead(q, "deleting", |id| {
-        // Only while it is still dead: a job requeued and leased meanwhile is left alone.
-        match q.job(id).map_err(q_err("reading the job"))? {
-            Some(j) if j.state == JobState::Dead => q.cancel(id).map_err(q_err("deleting")),
-            _ => Ok(false),
-        }
-    })?;
+    // Only while it is still dead (one atomic change): a job requeued and
+    // leased meanwhile is left alone.
+    let n = each_dead(q, "deleting", |id| q.cancel_in(id, &[JobState::Dead]).map_err(q_err("deleting")))?;
     writeln!(out, "deleted {n} dead job{}", if n == 1 { "" } else { "s" }).map_err(io)
 }
 
@@ -189,8 +185,17 @@ pub fn cancel(q: &dyn Inspect, id: u64, force: bool, out: Out<'_>) -> Result<(),
             "job {id} is leased (lease ends {ends}): a worker may be running it; pass --force to cancel it anyway"
         ));
     }
-    if !q.cancel(JobId(id)).map_err(q_err("cancelling"))? {
-        return Err(format!("no job {id} (it finished meanwhile)"));
+    // Only in the state just seen (any, with `force`), in one change: a job
+    // leased between the look and the delete is not deleted unannounced.
+    let states: &[JobState] =
+        if force { &[JobState::Pending, JobState::Leased, JobState::Dead] } else { &[j.state] };
+    if !q.cancel_in(JobId(id), states).map_err(q_err("cancelling"))? {
+        return match q.job(JobId(id)).map_err(q_err("reading the job"))? {
+            None => Err(format!("no job {id} (it finished meanwhile)")),
+            Some(now) => {
+                Err(format!("job {id} became {} meanwhile; nothing changed (run it again)", now.state))
+            }
+        };
     }
     let note =
         if j.state == JobState::Leased { " (it was leased: its worker's ack will find nothing)" } else { "" };

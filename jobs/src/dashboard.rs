@@ -344,10 +344,7 @@ async fn delete(State(app): State<Arc<App>>, headers: HeaderMap, Form(f): Form<I
     let q = app.queue.clone();
     // Only a dead job: the button is on the dead list, and a job requeued
     // and leased meanwhile is a worker's.
-    let deleted = blocking(move || match q.job(JobId(f.id))? {
-        Some(j) if j.state == JobState::Dead => q.cancel(JobId(f.id)),
-        _ => Ok(false),
-    });
+    let deleted = blocking(move || q.cancel_in(JobId(f.id), &[JobState::Dead]));
     match deleted.await {
         Ok(_) => Redirect::to("./").into_response(),
         Err(r) => r,

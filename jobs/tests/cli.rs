@@ -124,6 +124,13 @@ fn commands(b: &Backend) {
     assert!(show.contains("state       leased\n") && show.contains("lease ends  "), "{show}");
     assert!(refused(b, &["show", "999999"]).contains("no job 999999"));
 
+    // The guarded delete under the commands: only in the states named.
+    {
+        let q = (b.open)();
+        assert!(!q.cancel_in(leased, &[JobState::Pending, JobState::Dead]).unwrap());
+        assert!(!q.cancel_in(JobId(999_999), &[JobState::Pending]).unwrap());
+        assert_eq!(q.job(leased).unwrap().map(|j| j.state), Some(JobState::Leased));
+    }
     // A leased job is not cancelled without --force, and says why.
     let err = refused(b, &["cancel", &leased.0.to_string()]);
     assert!(err.contains("is leased") && err.contains("--force"), "{err}");

@@ -768,6 +768,12 @@ impl RedisQueue {
         Ok(out)
     }
 
+    /// The inspection API's guarded delete (`inspect.rs`): only a job whose
+    /// state letter is in `letters`.
+    pub(crate) fn cancel_in(&self, id: JobId, letters: &str) -> Result<bool, DurableError> {
+        self.flag("cancelling", &self.inner.scripts.cancel_in, &[id.0.to_string(), letters.to_string()])
+    }
+
     /// The inspection API's read (`inspect.rs`): `args` is `["set", name,
     /// last index]` or `["job", id]`; jobs with their state letter (`p`, `l`,
     /// `d`). The lease token is never read: a listed job cannot be acked.

@@ -308,6 +308,21 @@ end
 return out
 "#;
 
+/// ARGV: nonce, nonce TTL, id, the state letters it may be in (`pd`…).
+/// Deletes the job only in one of those states (the inspection API's guarded delete).
+const CANCEL_IN: &str = r#"
+local c = cached(ARGV[1])
+if c then return tonumber(c) end
+local s = redis.call('HGET', p .. 'job:' .. ARGV[3], 'state')
+local r = 0
+if s and string.find(ARGV[4], s, 1, true) then
+  r = redis.call('DEL', p .. 'job:' .. ARGV[3])
+  unlink(ARGV[3])
+end
+remember(ARGV[1], r)
+return r
+"#;
+
 /// The inspection API's read (`inspect.rs`). ARGV: `set`, a set name
 /// (`pending`, `leased` or `dead`), and the last index to list; or `job` and
 /// an id. Returns `{now, ...}`, eight fields per job (id, state, attempt,
@@ -343,6 +358,7 @@ pub(crate) struct Scripts {
     pub(crate) stats: redis::Script,
     pub(crate) dead: redis::Script,
     pub(crate) inspect: redis::Script,
+    pub(crate) cancel_in: redis::Script,
 }
 
 impl Scripts {
@@ -361,6 +377,7 @@ impl Scripts {
             stats: s(STATS),
             dead: s(DEAD),
             inspect: s(INSPECT),
+            cancel_in: s(CANCEL_IN),
         }
     }
 }
