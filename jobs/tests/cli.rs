@@ -287,3 +287,36 @@ fn a_file_held_by_another_process_is_a_clear_error() {
 fn a_file_held_by_a_dashboard_names_its_process_and_address() {
     held_by_child(true);
 }
+
+#[test]
+fn serve_holds_the_file_and_the_cli_points_to_it() {
+    let dir = temp_dir("serve");
+    let b = embedded(&dir);
+    drop((b.open)());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq-jobs"))
+        .args(&b.args)
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let url = first.trim().rsplit(" at ").next().unwrap().to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{first}");
+    let err = refused(&b, &["stats"]);
+    assert!(err.contains(&format!("process {} holds it; its dashboard is at {url}", child.id())), "{err}");
+    // The page answers (a plain request on loopback).
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut page = String::new();
+    std::io::Read::read_to_string(&mut s, &mut page).unwrap();
+    assert!(page.starts_with("HTTP/1.1 200") && page.contains("read-only"), "{page}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // A sidecar left by a killed process is ignored: its process is gone.
+    assert!(ok(&b, &["stats"]).contains("pending  0"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
