@@ -78,6 +78,7 @@
 mod builder;
 mod contract;
 mod error;
+mod inspect;
 mod job;
 #[cfg(feature = "serde")]
 mod kind;
@@ -96,6 +97,7 @@ mod writer;
 pub use crate::builder::{Builder, Durability};
 pub use crate::contract::JobQueue;
 pub use crate::error::DurableError;
+pub use crate::inspect::{Inspect, JobInfo, JobState};
 pub use crate::job::{Job, JobId, Stats};
 #[cfg(feature = "serde")]
 pub use crate::kind::JobKind;

@@ -18,7 +18,7 @@ use crate::record::{Record, State};
 use crate::stop::{recv_or_stop, StopSignal};
 
 use crate::reply::reply;
-use crate::writer::{self, storage_error, Counters, Mailbox, Op, Timer, Writer, JOBS, META};
+use crate::writer::{self, storage_error, Counters, Mailbox, Op, Scan, Timer, Writer, JOBS, META};
 
 /// Durable delayed jobs in one embedded database file ([redb]): a job is on
 /// disk before `send_*` returns, handed out with a lease by `reserve`, deleted
@@ -519,6 +519,20 @@ impl DurableQueue {
         let (r, waiting) = reply();
         self.inner.mailbox.post([Op::Dead { limit, reply: r }])?;
         waiting.wait()
+    }
+
+    /// Up to `limit` jobs that match `what`, with their states, by id: a read,
+    /// as `dead_jobs` (the inspection API, `inspect.rs`).
+    pub(crate) fn scan(&self, what: Scan, limit: usize) -> Result<Vec<(State, Job)>, DurableError> {
+        let (r, waiting) = reply();
+        self.inner.mailbox.post([Op::Scan { what, limit, reply: r }])?;
+        waiting.wait()
+    }
+
+    /// Deletes the job only if its state is one of `states` (indexed by
+    /// `State as usize`), in one change (the inspection API, `inspect.rs`).
+    pub(crate) fn cancel_in(&self, id: JobId, states: [bool; 3]) -> Result<bool, DurableError> {
+        self.call(|reply| Op::CancelIn { id: id.0, states, reply })
     }
 
     /// Jobs not yet acked and not dead: pending plus leased.

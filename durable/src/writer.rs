@@ -109,11 +109,34 @@ pub(crate) enum Op {
         at: u64,
         reply: Reply<bool>,
     },
+    /// As `Cancel`, only if the job's state is one of `states` (indexed by
+    /// `State as usize`): the inspection API's guarded delete.
+    CancelIn {
+        id: u64,
+        states: [bool; 3],
+        reply: Reply<bool>,
+    },
     /// Reads (no commit): up to `limit` dead jobs.
     Dead {
         limit: usize,
         reply: Reply<Vec<Job>>,
     },
+    /// Reads (no commit): up to `limit` jobs that match `what`, with their
+    /// states, by id (the inspection API, `inspect.rs`).
+    Scan {
+        what: Scan,
+        limit: usize,
+        reply: Reply<Vec<(State, Job)>>,
+    },
+}
+
+/// Which jobs an [`Op::Scan`] reads.
+#[derive(Clone, Copy)]
+pub(crate) enum Scan {
+    /// Every job in this state.
+    State(State),
+    /// The job with this id.
+    Id(u64),
 }
 
 enum Outcome {
@@ -364,11 +387,15 @@ impl Writer {
             }
         }
         let (reads, writes): (Vec<Op>, Vec<Op>) =
-            batch.drain(..).partition(|op| matches!(op, Op::Dead { .. }));
+            batch.drain(..).partition(|op| matches!(op, Op::Dead { .. } | Op::Scan { .. }));
         *batch = writes;
         for op in reads {
-            if let Op::Dead { limit, reply } = op {
-                reply.send(self.guarded("reading", |w| w.dead_jobs(limit)));
+            match op {
+                Op::Dead { limit, reply } => reply.send(self.guarded("reading", |w| w.dead_jobs(limit))),
+                Op::Scan { what, limit, reply } => {
+                    reply.send(self.guarded("reading", |w| w.scan(what, limit)))
+                }
+                _ => {}
             }
         }
         if batch.is_empty() && !durable {
@@ -497,6 +524,41 @@ impl Writer {
             }
         }
         Ok(dead)
+    }
+
+    fn scan(&self, what: Scan, limit: usize) -> Result<Vec<(State, Job)>, DurableError> {
+        let path = &self.path;
+        let err = |e: redb::Error| storage_error(path, e, "reading");
+        let read = self.db()?.begin_read().map_err(|e| err(e.into()))?;
+        let table = read.open_table(JOBS).map_err(|e| err(e.into()))?;
+        let decode = |id: u64, bytes: &[u8]| {
+            Record::decode(bytes).map_err(|detail| DurableError::Corrupt {
+                path: path.clone(),
+                detail: format!("job {id}: {detail}"),
+            })
+        };
+        let mut out = Vec::new();
+        match what {
+            Scan::Id(id) => {
+                if let Some(value) = table.get(id).map_err(|e| err(e.into()))? {
+                    let rec = decode(id, value.value())?;
+                    out.push((rec.state, rec.to_job(JobId(id))));
+                }
+            }
+            Scan::State(state) => {
+                for entry in table.iter().map_err(|e| err(e.into()))? {
+                    if out.len() >= limit {
+                        break;
+                    }
+                    let (id, value) = entry.map_err(|e| err(e.into()))?;
+                    let rec = decode(id.value(), value.value())?;
+                    if rec.state == state {
+                        out.push((rec.state, rec.to_job(JobId(id.value()))));
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn act(&mut self, act: TimerAct) {
@@ -661,6 +723,15 @@ impl Writer {
                         }
                         _ => Outcome::Flag(false),
                     },
+                    Op::CancelIn { id, states, .. } => match get(&jobs, *id)? {
+                        Some(rec) if states[rec.state as usize] => {
+                            jobs.remove(*id).map_err(err)?;
+                            deltas.moved(Some(rec.state), None);
+                            acts.push(TimerAct::Disarm { id: *id });
+                            Outcome::Flag(true)
+                        }
+                        _ => Outcome::Flag(false),
+                    },
                     Op::Cancel { id, .. } => match get(&jobs, *id)? {
                         Some(rec) => {
                             jobs.remove(*id).map_err(err)?;
@@ -684,7 +755,7 @@ impl Writer {
                         _ => Outcome::Flag(false),
                     },
                     // Answered before the transaction (`commit_batch`).
-                    Op::Dead { .. } => Outcome::Flag(false),
+                    Op::Dead { .. } | Op::Scan { .. } => Outcome::Flag(false),
                 };
                 outcomes.push(outcome);
             }
@@ -709,6 +780,7 @@ fn answer(op: Op, outcome: Outcome) {
             | Op::Kill { reply, .. }
             | Op::Extend { reply, .. }
             | Op::Cancel { reply, .. }
+            | Op::CancelIn { reply, .. }
             | Op::Requeue { reply, .. },
             Outcome::Flag(flag),
         ) => reply.send(Ok(flag)),
@@ -727,6 +799,8 @@ fn fail(op: Op, err: DurableError) {
         | Op::Cancel { reply, .. }
         | Op::Requeue { reply, .. } => reply.send(Err(err)),
         Op::Dead { reply, .. } => reply.send(Err(err)),
+        Op::Scan { reply, .. } => reply.send(Err(err)),
+        Op::CancelIn { reply, .. } => reply.send(Err(err)),
     }
 }
 

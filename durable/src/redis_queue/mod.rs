@@ -845,6 +845,50 @@ impl RedisQueue {
         Ok(out)
     }
 
+    /// The inspection API's guarded delete (`inspect.rs`): only a job whose
+    /// state letter is in `letters`.
+    pub(crate) fn cancel_in(&self, id: JobId, letters: &str) -> Result<bool, DurableError> {
+        self.flag("cancelling", &self.inner.scripts.cancel_in, &[id.0.to_string(), letters.to_string()])
+    }
+
+    /// The inspection API's read (`inspect.rs`): `args` is `["set", name,
+    /// last index]` or `["job", id]`; jobs with their state letter (`p`, `l`,
+    /// `d`). The lease token is never read: a listed job cannot be acked.
+    pub(crate) fn inspect(&self, args: &[String]) -> Result<Vec<(u8, Job)>, DurableError> {
+        let before = self.client_now_ns();
+        let reply: Value = self.inner.pool.run("inspecting jobs", |con| {
+            self.inner.scripts.inspect.key(&self.inner.prefix).arg(args).invoke(con)
+        })?;
+        let mut items = array(reply)?.into_iter();
+        let stamp = Stamp { server_us: int(&items.next().unwrap_or(Value::Int(0)))?, client_ns: before };
+        let mut out = Vec::new();
+        while let Some(id) = items.next() {
+            let mut f: Vec<Value> = items.by_ref().take(7).collect();
+            if f.len() < 7 {
+                return Err(DurableError::Redis("inspecting jobs: a short reply".into()));
+            }
+            let lease_until = f.pop().map(|v| int(&v).unwrap_or(0)).unwrap_or(0);
+            let error = text(f.pop().unwrap_or(Value::Nil));
+            let kind = text(f.pop().unwrap_or(Value::Nil));
+            let payload = bytes(f.pop().unwrap_or(Value::Nil));
+            let state = bytes(f[0].clone()).first().copied().unwrap_or(b'p');
+            out.push((
+                state,
+                Job {
+                    id: JobId(int(&id)? as u64),
+                    payload,
+                    deadline: stamp.to_client_ns(int(&f[2])?),
+                    attempt: u32::try_from(int(&f[1])?).unwrap_or(u32::MAX),
+                    token: 0,
+                    lease_until: if state == b'l' { stamp.to_client_ns(lease_until) } else { 0 },
+                    kind,
+                    last_error: (!error.is_empty()).then_some(error),
+                },
+            ));
+        }
+        Ok(out)
+    }
+
     /// Stops sends and reserves from this handle (they fail with
     /// [`DurableError::Closed`]; blocked reserves return it). Jobs stay on the
     /// server; acks still work.

@@ -308,6 +308,41 @@ end
 return out
 "#;
 
+/// ARGV: nonce, nonce TTL, id, the state letters it may be in (`pd`…).
+/// Deletes the job only in one of those states (the inspection API's guarded delete).
+const CANCEL_IN: &str = r#"
+local c = cached(ARGV[1])
+if c then return tonumber(c) end
+local s = redis.call('HGET', p .. 'job:' .. ARGV[3], 'state')
+local r = 0
+if s and string.find(ARGV[4], s, 1, true) then
+  r = redis.call('DEL', p .. 'job:' .. ARGV[3])
+  unlink(ARGV[3])
+end
+remember(ARGV[1], r)
+return r
+"#;
+
+/// The inspection API's read (`inspect.rs`). ARGV: `set`, a set name
+/// (`pending`, `leased` or `dead`), and the last index to list; or `job` and
+/// an id. Returns `{now, ...}`, eight fields per job (id, state, attempt,
+/// deadline, payload, kind, error, lease_until — absent ones `""`), in the
+/// set's order (due time, lease end, time of death). Changes nothing: an entry
+/// without its hash is skipped, not removed.
+const INSPECT: &str = r#"
+local ids
+if ARGV[1] == 'job' then ids = {ARGV[2]} else ids = redis.call('ZRANGE', p .. ARGV[2], 0, ARGV[3]) end
+local out = {now}
+for _, id in ipairs(ids) do
+  local f = redis.call('HMGET', p .. 'job:' .. id, 'state', 'attempt', 'deadline', 'payload', 'kind', 'error', 'lease_until')
+  if f[1] and f[2] and f[3] and f[4] then
+    table.insert(out, tonumber(id))
+    for i = 1, 7 do table.insert(out, f[i] or '') end
+  end
+end
+return out
+"#;
+
 /// The compiled scripts (each is loaded by hash, sent in full once per
 /// connection if the server does not have it).
 pub(crate) struct Scripts {
@@ -322,6 +357,8 @@ pub(crate) struct Scripts {
     pub(crate) requeue: redis::Script,
     pub(crate) stats: redis::Script,
     pub(crate) dead: redis::Script,
+    pub(crate) inspect: redis::Script,
+    pub(crate) cancel_in: redis::Script,
 }
 
 impl Scripts {
@@ -339,6 +376,8 @@ impl Scripts {
             requeue: s(REQUEUE),
             stats: s(STATS),
             dead: s(DEAD),
+            inspect: s(INSPECT),
+            cancel_in: s(CANCEL_IN),
         }
     }
 }

@@ -1,0 +1,44 @@
+//! The sidecar file an application writes next to its database while it
+//! serves the dashboard (`PATH.dashboard`): its process id and the
+//! dashboard's address, so that `delayq-jobs`, refused by the file's lock,
+//! can say who holds the file and where to look instead.
+
+use std::path::{Path, PathBuf};
+
+/// Who holds a database file, as its sidecar says.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Holder {
+    /// The process id.
+    pub pid: u32,
+    /// The dashboard's address (`http://127.0.0.1:PORT/`).
+    pub url: String,
+}
+
+/// The sidecar's path for a database: `PATH.dashboard`.
+pub fn path_for(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".dashboard");
+    PathBuf::from(name)
+}
+
+/// Writes `db`'s sidecar for this process (`pid=N` and `url=U`, one a line).
+pub fn write(db: &Path, url: &str) -> std::io::Result<()> {
+    std::fs::write(path_for(db), format!("pid={}\nurl={url}\n", std::process::id()))
+}
+
+/// Removes `db`'s sidecar if it names this process.
+pub fn remove(db: &Path) {
+    if read(db).is_some_and(|h| h.pid == std::process::id()) {
+        let _ = std::fs::remove_file(path_for(db));
+    }
+}
+
+/// The holder `db`'s sidecar names, if there is one that parses and its
+/// process is alive (a sidecar left by a killed process is ignored).
+pub fn read(db: &Path) -> Option<Holder> {
+    let text = std::fs::read_to_string(path_for(db)).ok()?;
+    let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
+    let pid: u32 = field("pid=")?.parse().ok()?;
+    let url = field("url=")?.to_string();
+    Path::new(&format!("/proc/{pid}")).exists().then_some(Holder { pid, url })
+}

@@ -1,0 +1,213 @@
+//! The dashboard over HTTP (plain requests on loopback), and in a real
+//! browser: headless Chromium loads the page (the counts must match the
+//! queue), presses "requeue" (the job must move), and takes a screenshot.
+//! The browser test is `#[ignore]`d (run it with `--ignored`, as `.ci/run`
+//! does); where `chromium` is missing it skips loudly, unless `CI` is set:
+//! then it fails.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::response::Html;
+use axum::routing::get;
+use delayq_durable::{DurableQueue, Inspect, JobId, JobState};
+use delayq_jobs::dashboard::{self, Options};
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("delayq-dash-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// One pending, one leased and one dead job (its error holds markup); the dead one's id.
+fn fill(q: &DurableQueue) -> JobId {
+    let now = SystemTime::now();
+    let dead = q.send_kind_at("email.send", b"to ana", now).unwrap();
+    q.send_kind_at("report.daily", b"leased", now + Duration::from_millis(1)).unwrap();
+    q.send_at(b"later", now + Duration::from_secs(3600)).unwrap();
+    let job = q.reserve(Duration::from_secs(600)).unwrap();
+    assert!(q.kill(&job, "smtp <b>550</b>: no such user").unwrap());
+    q.reserve(Duration::from_secs(600)).unwrap();
+    dead
+}
+
+/// A request on its own connection: (status, body).
+fn http(addr: SocketAddr, method: &str, path: &str, body: &str, headers: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{headers}Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let status = reply[9..12].parse().unwrap();
+    (status, reply)
+}
+
+fn count(page: &str, state: &str) -> u64 {
+    // As served (`id=count-x>`) or as Chromium serializes the DOM (`id="count-x">`).
+    let at = [format!("id=\"count-{state}\">"), format!("id=count-{state}>")]
+        .iter()
+        .find_map(|p| page.find(p.as_str()).map(|i| i + p.len()))
+        .unwrap_or_else(|| panic!("no count-{state} in {page}"));
+    page[at..].split('<').next().unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn read_only_page_shows_counts_and_escaped_dead_jobs() {
+    let dir = temp_dir("ro");
+    let q = DurableQueue::open(dir.join("jobs.redb")).unwrap();
+    let dead = fill(&q);
+    let server =
+        dashboard::serve(Arc::new(q.clone()), "127.0.0.1:0".parse().unwrap(), Options::default()).unwrap();
+    let (status, page) = http(server.addr(), "GET", "/", "", "");
+    assert_eq!(status, 200);
+    assert_eq!((count(&page, "pending"), count(&page, "leased"), count(&page, "dead")), (1, 1, 1));
+    assert!(
+        page.contains("email.send") && page.contains("smtp &lt;b&gt;550&lt;/b&gt;: no such user"),
+        "{page}"
+    );
+    assert!(page.contains("read-only") && !page.contains("requeue-"), "no buttons when read-only");
+    assert!(page.contains("<svg id=chart"));
+    let (status, _) = http(server.addr(), "POST", "/requeue", &format!("id={}", dead.0), "");
+    assert_eq!(status, 403);
+    assert_eq!(q.job(dead).unwrap().unwrap().state, JobState::Dead);
+    server.shutdown();
+    drop(q);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn writes_move_jobs_and_other_origins_are_refused() {
+    let dir = temp_dir("rw");
+    let q = DurableQueue::open(dir.join("jobs.redb")).unwrap();
+    let dead = fill(&q);
+    let options = Options { allow_writes: true, sidecar: None };
+    let server = dashboard::serve(Arc::new(q.clone()), "127.0.0.1:0".parse().unwrap(), options).unwrap();
+    let form = format!("id={}", dead.0);
+    let (status, _) = http(server.addr(), "POST", "/requeue", &form, "Origin: http://evil.example\r\n");
+    assert_eq!(status, 403);
+    assert_eq!(q.job(dead).unwrap().unwrap().state, JobState::Dead);
+    let (status, reply) = http(server.addr(), "POST", "/requeue", &form, "");
+    assert_eq!(status, 303, "{reply}");
+    assert_eq!(q.job(dead).unwrap().unwrap().state, JobState::Pending);
+    // Delete takes only a dead job.
+    let (status, _) = http(server.addr(), "POST", "/delete", &form, "");
+    assert_eq!(status, 303);
+    assert_eq!(q.job(dead).unwrap().unwrap().state, JobState::Pending, "a pending job is not deleted");
+    let job = q.reserve(Duration::from_secs(60)).unwrap();
+    assert!(q.kill(&job, "again").unwrap());
+    let origin = format!("Origin: http://{}\r\n", server.addr());
+    let (status, _) = http(server.addr(), "POST", "/delete", &format!("id={}", job.id().0), &origin);
+    assert_eq!(status, 303);
+    assert_eq!(q.job(job.id()).unwrap(), None);
+    let (status, _) = http(server.addr(), "POST", "/delete", "id=notanumber", "");
+    assert_eq!(status, 422, "bad input is a client error");
+    server.shutdown();
+    drop(q);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn chromium_available() -> bool {
+    let found = Command::new("chromium").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        if std::env::var_os("CI").is_some() {
+            panic!("chromium not found, and CI is set: CI must install it (apt-get install -y chromium)");
+        }
+        eprintln!("\n*** SKIPPED: chromium not found; install it (apt-get install -y chromium) to run the browser test ***\n");
+    }
+    found
+}
+
+/// Runs headless Chromium on `url` with `args`, in a profile of its own, for
+/// at most 90 s; its stdout.
+fn chromium(profile: &Path, args: &[&str], url: &str) -> String {
+    let out = Command::new("timeout")
+        .arg("90")
+        .arg("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            &format!("--user-data-dir={}", profile.display()),
+        ])
+        .args(args)
+        .arg(url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+// Ignored by a plain `cargo test` (CI's workspace test step runs before
+// Chromium is installed); `.ci/run` installs it and runs this with `--ignored`.
+#[test]
+#[ignore = "needs chromium: cargo test -p delayq-jobs --test dashboard -- --ignored"]
+fn a_browser_sees_the_counts_presses_requeue_and_takes_a_screenshot() {
+    if !chromium_available() {
+        return;
+    }
+    let dir = temp_dir("browser");
+    let q = DurableQueue::open(dir.join("jobs.redb")).unwrap();
+    let dead = fill(&q);
+    // The dashboard, plus a page that loads it in a frame and clicks its
+    // requeue button (same origin, so the click is the dashboard's own form).
+    let press = format!(
+        "<!doctype html><iframe id=f src=\"/\" width=1100 height=700></iframe><script>\
+         let pressed = false;\
+         document.getElementById('f').onload = function () {{\
+           if (!pressed) {{ pressed = true; this.contentDocument.getElementById('requeue-{}').click(); }}\
+           else {{ document.title = 'pressed'; }}\
+         }};</script>",
+        dead.0
+    );
+    let app = dashboard::router(Arc::new(q.clone()), Options { allow_writes: true, sidecar: None })
+        .route("/press", get(move || async move { Html(press.clone()) }));
+    let server = dashboard::serve_router(app, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let profile = dir.join("profile");
+
+    let dom = chromium(&profile, &["--dump-dom"], &server.url());
+    let s = q.stats().unwrap();
+    assert_eq!(
+        (count(&dom, "pending"), count(&dom, "leased"), count(&dom, "dead")),
+        (s.pending, s.leased, s.dead)
+    );
+    assert!(dom.contains(&format!("requeue-{}", dead.0)), "the button is there: {dom}");
+
+    let dom =
+        chromium(&profile, &["--dump-dom", "--virtual-time-budget=10000"], &format!("{}press", server.url()));
+    assert!(dom.contains("<title>pressed</title>"), "the frame reloaded after the click: {dom}");
+    assert_eq!(q.job(dead).unwrap().unwrap().state, JobState::Pending, "the job moved");
+    let dom = chromium(&profile, &["--dump-dom"], &server.url());
+    assert_eq!((count(&dom, "pending"), count(&dom, "dead")), (2, 0));
+
+    // A screenshot with a dead job on the list.
+    let job = q.reserve(Duration::from_secs(600)).unwrap();
+    assert!(q.kill(&job, "panicked: index out of bounds: the len is 3 but the index is 7").unwrap());
+    let png = dir.join("dashboard.png");
+    chromium(
+        &profile,
+        &[&format!("--screenshot={}", png.display()), "--window-size=1200,800"],
+        &server.url(),
+    );
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+    if let Some(to) = std::env::var_os("DELAYQ_DASHBOARD_PNG") {
+        std::fs::copy(&png, to).unwrap();
+    }
+    server.shutdown();
+    drop(q);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
