@@ -277,10 +277,8 @@ impl Builder {
     /// With helping on, a send (or command) whose push finds the enqueue proxy
     /// parked drains the ingress into the timer index itself, instead of
     /// waking the proxy (a futex wake-up, and a wait for the proxy to get a
-    /// CPU); and where its insert would wake the dequeue proxy for an item due
-    /// within [`stage_ahead`](Builder::stage_ahead), it stages that item
-    /// itself. Each takes the proxy's role with a try-acquire that never
-    /// waits and does a bounded piece of work;
+    /// CPU). It takes the proxy's role with a try-acquire that never waits
+    /// and does a bounded piece of work;
     /// the proxy threads still do everything nobody helps with, alone sleep
     /// on the index's next deadline, and do all the work while the queue is
     /// saturated (then they are awake and nobody helps). Delivery order,

@@ -4,16 +4,17 @@
 //! help; and the handshake by which a mock clock's step waits for one of its
 //! rounds (the counter is `rounds.rs`).
 //!
-//! Whoever performs a round holds the dequeue role (`role.rs`), so the index
-//! sees two performers at most, this role's and the enqueue role's. A producer
-//! performing the enqueue role whose insert would have to wake the proxy (an
-//! earlier head than its plan) stages that item itself when it is due within
-//! `stage_ahead` ([`after_insert`]). It does not write the proxy's sleep plan,
-//! which stays correct: taking items out of the index only moves its head
-//! later (`wakeup.rs`). (Consumers that found nothing due while the proxy was
-//! late ran a round too, in the first cut of the roles: it cost 16×16
+//! The proxy performs its rounds holding the dequeue role (`role.rs`), so the
+//! index sees two performers at most, this role's and the enqueue role's. No
+//! client performs this role any more: consumers that found nothing due while
+//! the proxy was late ran a round in the first cut of the roles (it cost 16×16
 //! unthrottled runs 16 % of their throughput and 4×4 ones 27 %, and gained
-//! little paced, so it went: docs/bench/README.md, seventh round.)
+//! little paced), and producers whose insert would have woken the proxy staged
+//! the item themselves (a send+recv at 1 M pending took 7.9 µs instead of 0.3:
+//! every item was inserted and removed again one by one, churning the key
+//! table's pages); both went: docs/bench/README.md, seventh round. The role
+//! stays the door to the index for the dequeue side, and the place a future
+//! client performer would take.
 //!
 //! Each round reads the clock once (`now`), then in ONE critical section of
 //! the timers lock moves every item due by `now + 2 × stage_ahead` (as many as
@@ -59,7 +60,7 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         }
         let role = shared.roles.dequeue.acquire(parker);
         let now = delivery_now(shared);
-        let r = round(shared, now, By::Proxy);
+        let r = round(shared, now);
         drop(role);
         // Planted bug for the loom suite: publishing the plan in a second critical
         // section opens the "looked at the head, then slept" window that the Go
@@ -98,51 +99,6 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
     }
 }
 
-/// A producer's help, performing the enqueue role, after its batch added
-/// `earliest` (the earliest deadline it inserted) to the index: where the
-/// dequeue proxy would have to be woken for it (its plan is later), and the
-/// item is due within `stage_ahead`, the producer performs the dequeue role
-/// itself if it is free: one round that moves what is due within
-/// `stage_ahead`, as the proxy's would, and wakes a consumer to lead for it.
-/// Otherwise, or if the index still has a head earlier than the proxy's plan
-/// after that round, it wakes the proxy, as the enqueue proxy does.
-///
-/// The caller holds the enqueue role, so no other insert can move the head
-/// between its batch and this check (the plan's invariant, `wakeup.rs`, is
-/// restored here before the enqueue role is released).
-pub(crate) fn after_insert<T>(shared: &Shared<T>, earliest: u64) {
-    let now = delivery_now(shared);
-    let role = if shared.helping && earliest <= now.saturating_add(shared.stage_ahead) {
-        shared.roles.dequeue.try_acquire()
-    } else {
-        None
-    };
-    let r = role.as_ref().map(|_| round(shared, now, By::Producer));
-    let wake = {
-        let mut t = lock(&shared.timers);
-        let next = t.index.next_wake();
-        t.sleep.must_wake_for(next)
-    };
-    drop(role);
-    if wake {
-        shared.signals.dequeue.force();
-    }
-    if let Some(r) = r {
-        wake_consumers(shared, &r);
-    }
-}
-
-/// Who performs a round.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum By {
-    /// The dequeue proxy: it stages ahead, records its sleep plan and reads
-    /// the lead (it is the one that sleeps on the index's deadlines).
-    Proxy,
-    /// A producer (`after_insert`): stages ahead and reads the lead as the
-    /// proxy does; the proxy's plan stays as it is.
-    Producer,
-}
-
 /// What a round did and what the proxy does next.
 struct Round {
     /// Entries pushed into the egress that were due.
@@ -166,9 +122,9 @@ struct Round {
 
 /// One round under the timers lock: moves every item due by `now + 2 ×
 /// stage_ahead` into the egress (as many as it has room for), recalling staged
-/// entries that an earlier item must precede, then reads the new head; the
-/// proxy's round records its sleep plan.
-fn round<T>(shared: &Shared<T>, now: u64, by: By) -> Round {
+/// entries that an earlier item must precede, then reads the new head and
+/// records the sleep plan.
+fn round<T>(shared: &Shared<T>, now: u64) -> Round {
     // Fill to twice the wake-up distance (module docs).
     let ahead = shared.stage_ahead.saturating_mul(2);
     let horizon = now.saturating_add(ahead).min(NEVER - 1);
@@ -213,7 +169,7 @@ fn round<T>(shared: &Shared<T>, now: u64, by: By) -> Round {
     let first_staged = t.staged.first();
     let staged_wake = first_staged.filter(|&f| lead.map_or(true, |l| l > f));
     #[cfg(not(delayq_bug_lost_wakeup))]
-    if by == By::Proxy {
+    {
         t.sleep = plan;
     }
     Round { due, staged, fell_due, plan, full: shared.egress.is_full(), first_staged, lead, staged_wake }

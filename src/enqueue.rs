@@ -77,7 +77,7 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             drop(role);
             return;
         }
-        let drained = drain_and_apply(shared, &mut batch, &mut done, BATCH, false);
+        let drained = drain_and_apply(shared, &mut batch, &mut done, BATCH);
         drop(role);
         if drained > 0 {
             continue;
@@ -122,7 +122,7 @@ pub(crate) fn hand_over<T>(shared: &Shared<T>) {
         || !shared.ingress.is_empty(),
         || {
             let (mut batch, mut done) = (Vec::new(), Vec::new());
-            drain_and_apply(shared, &mut batch, &mut done, HELP_BATCH, true);
+            drain_and_apply(shared, &mut batch, &mut done, HELP_BATCH);
         },
     );
 }
@@ -150,13 +150,12 @@ fn too_soon() -> bool {
 }
 
 /// One drain of up to `max` commands and their application; the caller holds
-/// the enqueue role (a client, `by_client`, or the proxy). Returns how many commands it applied.
+/// the enqueue role (a client or the proxy). Returns how many commands it applied.
 fn drain_and_apply<T>(
     shared: &Shared<T>,
     batch: &mut Vec<Cmd<T>>,
     done: &mut Vec<Done<T>>,
     max: usize,
-    by_client: bool,
 ) -> usize {
     shared.ingress.drain_into(batch, max);
     let n = batch.len();
@@ -164,7 +163,7 @@ fn drain_and_apply<T>(
         admit(shared, n);
     }
     if n > 0 {
-        apply(shared, batch, done, by_client);
+        apply(shared, batch, done);
     }
     n
 }
@@ -180,7 +179,7 @@ fn admit<T>(shared: &Shared<T>, drained: usize) {
     }
 }
 
-fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>, by_client: bool) {
+fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>) {
     let mut released = 0;
     // Items of `discard`s: dropped once the lock is released.
     let mut discarded = Vec::new();
@@ -245,18 +244,10 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                 }
             }
         }
-        if by_client {
-            // Decided by `dequeue::after_insert` below, which may stage the
-            // item instead of waking the proxy.
-            t.sleep.would_wake_for(earliest)
-        } else {
-            t.sleep.must_wake_for(earliest)
-        }
+        t.sleep.must_wake_for(earliest)
     };
-    match (wake, earliest) {
-        (true, Some(h)) if by_client => crate::dequeue::after_insert(shared, h),
-        (true, _) => shared.signals.dequeue.force(),
-        _ => {}
+    if wake {
+        shared.signals.dequeue.force();
     }
     #[cfg(not(delayq_bug_take_pending_no_ring))]
     if made_room {

@@ -60,9 +60,8 @@
 //!   goes in front of staged ones.
 //! - Roles (`role.rs`): each proxy's work is a role held by a token. A send
 //!   (or command) whose push finds the enqueue proxy parked drains the
-//!   ingress itself (at most 64 commands) instead of waking it; where its
-//!   insert would wake the dequeue proxy, it stages the item itself. Each is a
-//!   try-acquire that never waits; the proxy
+//!   ingress itself (at most 64 commands) instead of waking it, by a
+//!   try-acquire of the role that never waits; the proxy
 //!   threads do everything nobody helps with, alone sleep on the index's
 //!   deadlines, and do all the work while the queue is saturated (they are
 //!   awake then, and nobody helps). [`Builder::helping`] switches it off.
