@@ -136,6 +136,13 @@ pub(crate) fn hand_over<T>(shared: &Shared<T>) {
 /// help. Records the time of this help otherwise. Read only when the proxy
 /// is parked.
 fn too_soon() -> bool {
+    // Loom explores interleavings, not time: a hint read from the real
+    // clock would make a model's choices differ between runs of the same
+    // path (loom: "is the model fully deterministic?"). Under loom every
+    // push that finds the proxy parked helps.
+    if cfg!(delayq_loom) {
+        return false;
+    }
     thread_local! {
         static HELPED_AT: Cell<Option<Instant>> = const { Cell::new(None) };
     }
