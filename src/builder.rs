@@ -108,6 +108,7 @@ pub struct Builder {
     nice: Option<i32>,
     stage_ahead: Option<Duration>,
     helping: bool,
+    name: String,
 }
 
 impl Default for Builder {
@@ -130,6 +131,7 @@ impl Builder {
             nice: None,
             stage_ahead: None,
             helping: true,
+            name: "delayq".to_owned(),
         }
     }
 
@@ -300,6 +302,21 @@ impl Builder {
         self
     }
 
+    /// The queue's name: the `queue` label on every metric it reports with the
+    /// `metrics` feature (docs/METRICS.md), so that the queues of one process
+    /// are told apart. `"delayq"` unless set. Without the feature it is kept
+    /// and unused.
+    ///
+    /// ```
+    /// let (tx, rx) = delayq::Builder::new().name("webhooks").build().unwrap();
+    /// tx.send_after(1, std::time::Duration::ZERO).unwrap();
+    /// assert_eq!(rx.recv(), Ok(1));
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = name.into();
+        self
+    }
+
     /// Starts the two proxy threads and returns the queue's first handles.
     ///
     /// # Errors
@@ -333,6 +350,7 @@ impl Builder {
             index: self.index,
             stage_ahead: self.stage_ahead,
             helping: self.helping,
+            name: self.name,
         };
         let chan = chan::start(&layout, self.clock, &self.prefix, self.nice)?;
         Ok((Sender::new(chan.clone()), Receiver::new(chan)))

@@ -73,6 +73,10 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             admit(shared, &mut taken_before, r.plan == Sleep::Space);
         }
         wake_consumers(shared, &r);
+        shared.metrics.dequeue_round(r.due + r.staged);
+        if shared.metrics.recording() {
+            shared.sample_metrics(r.staged_now);
+        }
         if counted {
             shared.rounds.end();
         }
@@ -118,6 +122,8 @@ struct Round {
     /// The proxy's own wake-up for the oldest staged entry, when no consumer
     /// leads for it (`lead.rs`).
     staged_wake: Option<u64>,
+    /// Entries staged in the egress when the round ended (for the metrics).
+    staged_now: usize,
 }
 
 /// One round under the timers lock: moves every item due by `now + 2 ×
@@ -172,7 +178,18 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
     {
         t.sleep = plan;
     }
-    Round { due, staged, fell_due, plan, full: shared.egress.is_full(), first_staged, lead, staged_wake }
+    let staged_now = t.staged.len();
+    Round {
+        due,
+        staged,
+        fell_due,
+        plan,
+        full: shared.egress.is_full(),
+        first_staged,
+        lead,
+        staged_wake,
+        staged_now,
+    }
 }
 
 /// Wakes consumers after a round: for due entries, two (each consumer that

@@ -91,6 +91,11 @@ pub(crate) struct Took<T> {
 pub(crate) struct Egress<T> {
     head: CachePadded<AtomicUsize>,
     tail: CachePadded<AtomicUsize>,
+    /// Positions that left the ring some way other than a consumer's take:
+    /// recalled entries and `take_all`'s. Counted *before* the head can move
+    /// past them, so that `received_so_far` never counts one as received.
+    /// Written by holders of the timers lock only; read for the metrics.
+    bypassed: AtomicUsize,
     slots: Box<[Slot<T>]>,
     mask: usize,
 }
@@ -118,6 +123,7 @@ impl<T> Egress<T> {
         Egress {
             head: CachePadded::new(AtomicUsize::new(0)),
             tail: CachePadded::new(AtomicUsize::new(0)),
+            bypassed: AtomicUsize::new(0),
             slots,
             mask: cap - 1,
         }
@@ -188,6 +194,17 @@ impl<T> Egress<T> {
 
     /// How many slots consumers have passed so far, in all (wraps; compare for
     /// change only). A hint: others may be taking.
+    /// Items consumers have taken so far: the head, less the positions that
+    /// left otherwise. Read in this order it can only undercount (a position
+    /// is counted as bypassed before the head can pass it), so a series of
+    /// readings, each kept as a maximum, converges on the exact count once
+    /// the ring is quiet (`metrics.rs`).
+    pub(crate) fn received_so_far(&self) -> usize {
+        // SeqCst: the head first, then `bypassed` (see the field).
+        let head = self.head.load(Ordering::SeqCst);
+        head.saturating_sub(self.bypassed.load(Ordering::SeqCst))
+    }
+
     pub(crate) fn taken_so_far(&self) -> usize {
         // Relaxed: a progress hint for the admission rules (the dequeue
         // proxy's, and a paused send whose `MAX_WAIT` ran out).
@@ -337,7 +354,14 @@ impl<T> Egress<T> {
         }
         // AcqRel: against a consumer's STAGED → TAKEN on the same state; Release
         // so that a consumer that sees RECALLED also sees that we own the item.
-        slot.state.compare_exchange(STAGED, RECALLED, Ordering::AcqRel, Ordering::Acquire).ok()?;
+        // Counted before the state change that lets others pass it (the
+        // field's rule); taken back if a consumer won the entry.
+        // SeqCst: `received_so_far` reads it after the head.
+        self.bypassed.fetch_add(1, Ordering::SeqCst);
+        if slot.state.compare_exchange(STAGED, RECALLED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            self.bypassed.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
         let at = slot.at.load(Ordering::Relaxed);
         let key = slot.key.load(Ordering::Relaxed);
         // SAFETY: the push of `pos` completed (the stamp), we won the entry
@@ -397,9 +421,14 @@ impl<T> Egress<T> {
     /// Takes every waiting entry, due or not (`take_pending`, shutdown).
     pub(crate) fn take_all(&self) -> Vec<Due<T>> {
         let mut all = Vec::new();
-        while let Look::Item(x) = self.take(|| u64::MAX).look {
+        loop {
+            // Counted before the take moves the head (the field's rule).
+            // SeqCst: `received_so_far` reads it after the head.
+            self.bypassed.fetch_add(1, Ordering::SeqCst);
+            let Look::Item(x) = self.take(|| u64::MAX).look else { break };
             all.push(x);
         }
+        self.bypassed.fetch_sub(1, Ordering::SeqCst);
         all
     }
 }

@@ -28,6 +28,7 @@
 use crate::admission::{Reason, INGRESS_OPEN};
 use crate::cmd::Cmd;
 use crate::contain::drop_contained;
+use crate::metrics::Applied;
 use crate::oneshot::Answer;
 use crate::role::help_or_ring;
 use crate::shared::{Shared, Timers};
@@ -188,6 +189,8 @@ fn admit<T>(shared: &Shared<T>, drained: usize) {
 
 fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>) {
     let mut released = 0;
+    // What the batch did, for the metrics (recorded once, after the lock).
+    let mut applied = Applied { commands: batch.len(), ..Applied::default() };
     // Items of `discard`s: dropped once the lock is released.
     let mut discarded = Vec::new();
     // The earliest deadline this batch adds: only it can move the head earlier.
@@ -204,16 +207,19 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
             match cmd {
                 Cmd::Insert { key, deadline, item } => {
                     t.index.insert(key, deadline, item);
+                    applied.inserted += 1;
                     earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
                 }
                 Cmd::Cancel { key, answer } => {
                     let item = cancel(shared, t, key, &mut now, &mut made_room).map(|(_, item)| item);
                     released += usize::from(item.is_some());
+                    applied.cancelled += usize::from(item.is_some());
                     done.push(Done::Item(answer, item));
                 }
                 Cmd::Discard { key } => {
                     if let Some((_, item)) = cancel(shared, t, key, &mut now, &mut made_room) {
                         released += 1;
+                        applied.cancelled += 1;
                         discarded.push(item);
                     }
                 }
@@ -222,6 +228,7 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                         || cancel(shared, t, key, &mut now, &mut made_room)
                             .map(|(_, item)| t.index.insert(key, deadline, item))
                             .is_some();
+                    applied.rescheduled += usize::from(moved);
                     if moved {
                         earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
                     }
@@ -269,6 +276,7 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
     let _ = made_room;
     // Release before answering, so that `len` is exact when `cancel` returns.
     shared.release(released);
+    shared.metrics.enqueue_batch(&applied);
     for d in done.drain(..) {
         d.send();
     }

@@ -165,6 +165,7 @@ mod index;
 mod ingress;
 mod key;
 mod lead;
+mod metrics;
 mod oneshot;
 mod receiver;
 #[cfg(feature = "async")]

@@ -26,6 +26,9 @@ fn look<T>(s: &Shared<T>) -> Look<T> {
     match took.look {
         Look::Item(entry) => {
             taken(s, 1);
+            if s.metrics.recording() {
+                s.metrics.lateness_ns(s.now_ticks().saturating_sub(entry.0));
+            }
             Look::Item(entry)
         }
         other => {
@@ -53,6 +56,12 @@ pub(crate) fn take_many<T>(s: &Shared<T>, buf: &mut Vec<Raw<T>>, limit: usize) -
     }
     if n > 0 {
         taken(s, n);
+        if s.metrics.recording() {
+            let now = s.now_ticks();
+            for e in &buf[buf.len() - n..] {
+                s.metrics.lateness_ns(now.saturating_sub(e.0));
+            }
+        }
     } else if skipped > 0 {
         made_room(s);
     }
@@ -85,6 +94,16 @@ fn taken<T>(s: &Shared<T>, n: usize) {
     }
     if left == 0 && s.counter.is_closed() {
         s.signals.consumers.notify_all();
+    }
+}
+
+/// A consumer found nothing due (it is about to park, or the queue is
+/// exhausted): the queue may have gone quiet, and no proxy round would bring
+/// the metrics up to date (the staged count is what is left in the ring:
+/// nothing there is due).
+pub(crate) fn idle<T>(s: &Shared<T>) {
+    if s.metrics.recording() {
+        s.sample_metrics(s.egress.len());
     }
 }
 
@@ -126,6 +145,7 @@ impl<T> Receiver<T> {
             Look::NotYet(at) => not_yet(at),
             Look::Empty => {}
         }
+        idle(s);
         s.counter.is_exhausted().then_some(Err(RecvError))
     }
 
@@ -148,8 +168,14 @@ impl<T> Receiver<T> {
                     led.set(Some(at));
                     Err(Some(s.ticks.instant(at)))
                 }
-                Look::NotYet(_) | Look::Empty if s.counter.is_exhausted() => Ok(Err(RecvError)),
-                Look::NotYet(_) | Look::Empty => Err(None),
+                Look::NotYet(_) | Look::Empty => {
+                    idle(s);
+                    if s.counter.is_exhausted() {
+                        Ok(Err(RecvError))
+                    } else {
+                        Err(None)
+                    }
+                }
             }
         });
         if let Some(at) = led.get() {

@@ -8,6 +8,7 @@ use crate::cmd::Cmd;
 use crate::enqueue;
 use crate::error::{SendError, SendTimeoutError, TrySendError};
 use crate::key::Key;
+use crate::metrics::SendErrorKind;
 use crate::oneshot;
 use crate::shared::Shared;
 use crate::waiters::block_on;
@@ -38,6 +39,19 @@ pub(crate) enum SendFail<T> {
 /// fence and load (an RMW and a syscall only when the proxy sleeps); and, for a
 /// blocking send, [`pace`].
 fn send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<u64, SendFail<T>> {
+    let r = attempt_send(s, item, deadline, wait);
+    if let Err(e) = &r {
+        s.metrics.send_error(match e {
+            SendFail::Full(_) => SendErrorKind::Full,
+            SendFail::Timeout(_) => SendErrorKind::Timeout,
+            SendFail::Disconnected(_) => SendErrorKind::Disconnected,
+        });
+    }
+    r
+}
+
+/// The send itself; [`send`] counts its failures for the metrics.
+fn attempt_send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<u64, SendFail<T>> {
     if s.counter.is_closed() {
         return Err(SendFail::Disconnected(item));
     }
@@ -92,7 +106,11 @@ fn pace<T>(s: &Shared<T>, key: u64, until: Option<Instant>) {
         gate.shut(Reason::Ingress);
     }
     if gate.is_shut() {
+        let start = s.metrics.recording().then(Instant::now);
         gate.wait(&s.clock, until, || s.counter.is_closed(), || s.egress.taken_so_far());
+        if let Some(start) = start {
+            s.metrics.admission_pause(start.elapsed());
+        }
     }
 }
 

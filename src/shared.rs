@@ -20,6 +20,7 @@ use crate::egress::Egress;
 use crate::index::{Index, Kind};
 use crate::ingress::Ingress;
 use crate::lead::Lead;
+use crate::metrics::{Metrics, Sample};
 use crate::role::Role;
 use crate::rounds::Rounds;
 use crate::staging::Staged;
@@ -64,6 +65,8 @@ pub(crate) struct Layout {
     pub(crate) stage_ahead: Option<Duration>,
     /// `Builder::helping`: clients may perform the proxies' roles.
     pub(crate) helping: bool,
+    /// `Builder::name`: the `queue` label of its metrics.
+    pub(crate) name: String,
 }
 
 /// How far ahead of their deadline the dequeue proxy stages items on a system
@@ -91,6 +94,8 @@ pub(crate) struct Shared<T> {
     pub(crate) roles: Roles,
     /// `Builder::helping`: clients may take a role.
     pub(crate) helping: bool,
+    /// What it reports through the `metrics` facade (`metrics.rs`).
+    pub(crate) metrics: Metrics,
 }
 
 /// The two proxies' roles.
@@ -118,6 +123,7 @@ impl<T> Shared<T> {
             egress: Egress::new(layout.egress_slots),
             roles: Roles { enqueue: Role::new(enqueue.clone()), dequeue: Role::new(dequeue.clone()) },
             helping: layout.helping,
+            metrics: Metrics::new(&layout.name),
             timers: Mutex::new(Timers {
                 index: Index::new(layout.index, now),
                 sleep: Sleep::Awake,
@@ -161,6 +167,22 @@ impl<T> Shared<T> {
 
     pub(crate) fn len(&self) -> usize {
         self.counter.len()
+    }
+
+    /// Brings the metrics' gauges and the received count up to date, given
+    /// the number of entries staged in the egress ring (`metrics.rs`).
+    pub(crate) fn sample_metrics(&self, staged: usize) {
+        // The head first, then what left the ring otherwise: a sample can
+        // only undercount the receives (`Egress::received_so_far`).
+        let received = self.egress.received_so_far();
+        let in_ring = self.egress.len();
+        self.metrics.sample(&Sample {
+            pending: self.len(),
+            staged,
+            due: in_ring.saturating_sub(staged),
+            ingress: self.ingress.len(),
+            received,
+        });
     }
 
     /// `n` items left the queue some way other than through a consumer's take

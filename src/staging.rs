@@ -65,6 +65,11 @@ impl Staged {
         self.list.front().map(|e| e.at)
     }
 
+    /// Entries listed: staged and not yet passed or due, as of the last prune.
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
     pub(crate) fn clear(&mut self) {
         self.list.clear();
     }
