@@ -129,3 +129,130 @@ impl Snapshot {
         }
     }
 }
+
+/// Reads `http://127.0.0.1:{port}/metrics` with a plain HTTP/1.1 request
+/// (loopback only) and returns the body: Prometheus's text format.
+pub fn scrape(port: u16) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return Err(std::io::Error::other(format!("no HTTP header in {text:?}")));
+    };
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(std::io::Error::other(format!("scrape answered {head:?}")));
+    }
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        return Ok(dechunk(body));
+    }
+    Ok(body.to_owned())
+}
+
+/// The body of a chunked HTTP/1.1 response.
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// The value of the sample `name{labels}` in a Prometheus text exposition,
+/// where `labels` are the exact label set as the exporter prints it (e.g.
+/// `queue="pipeline"`); `None` if it is absent.
+pub fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let series = if labels.is_empty() { name.to_owned() } else { format!("{name}{{{labels}}}") };
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(series.as_str()).and_then(|v| v.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released: the caller binds it next).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
+}
+
+/// What [`pipeline`] did.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome {
+    /// Items sent.
+    pub sent: u64,
+    /// Items received.
+    pub received: u64,
+    /// Items received before their deadline (must be 0).
+    pub early: u64,
+}
+
+/// A small pipeline on a queue named `name`: `producers` threads send
+/// `items` in all, due 0–`max_delay` ahead (a fixed pseudo-random sequence),
+/// `consumers` threads receive until the queue is exhausted. `during` runs on
+/// the calling thread while it flows (a scrape, say).
+pub fn pipeline(
+    name: &str,
+    items: u64,
+    producers: u64,
+    consumers: usize,
+    max_delay: std::time::Duration,
+    during: impl FnOnce(),
+) -> Outcome {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+    let (tx, rx) = delayq::Builder::new().name(name).capacity(65536).build::<Instant>().unwrap();
+    let received = AtomicU64::new(0);
+    let early = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for p in 0..producers {
+            let tx = tx.clone();
+            s.spawn(move || {
+                let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ p;
+                let span = max_delay.as_nanos().max(1) as u64;
+                for _ in 0..items / producers + u64::from(p < items % producers) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let at = Instant::now() + std::time::Duration::from_nanos(x % span);
+                    tx.send_at(at, at).unwrap();
+                }
+            });
+        }
+        drop(tx);
+        for _ in 0..consumers {
+            let rx = rx.clone();
+            let (received, early) = (&received, &early);
+            s.spawn(move || {
+                while let Ok(at) = rx.recv() {
+                    if Instant::now() < at {
+                        early.fetch_add(1, Ordering::Relaxed);
+                    }
+                    received.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        during();
+    });
+    Outcome { sent: items, received: received.into_inner(), early: early.into_inner() }
+}
+
+/// Installs the Prometheus exporter as the global recorder, serving on
+/// `127.0.0.1:port` (loopback only), with histogram buckets for delayq's
+/// seconds and batch sizes.
+pub fn install_prometheus(port: u16) -> Result<(), metrics_exporter_prometheus::BuildError> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    let seconds = [1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 1.0, 10.0];
+    let items: Vec<f64> = (0..14).map(|i| f64::from(1u32 << i)).collect();
+    PrometheusBuilder::new()
+        .with_http_listener(([127, 0, 0, 1], port))
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &seconds)?
+        .set_buckets_for_metric(Matcher::Full("delayq_proxy_batch_items".into()), &items)?
+        .install()
+}
