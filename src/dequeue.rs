@@ -40,14 +40,55 @@ use crate::shared::Shared;
 use crate::sync::{lock, set_timer_slack, Parker};
 use crate::waiters::block_on;
 use crate::wakeup::Sleep;
+use std::time::{Duration, Instant};
 
 /// Timer slack of the dequeue proxy's timed parks: the kernel may fire them this
 /// much late (instead of its default 50 µs), so lateness stays in microseconds.
 const TIMER_SLACK_NS: u64 = 2_000;
 
+/// How long the index must stay empty before the proxy hands back the
+/// buffers a burst left in it (`Index::trim`): long enough that a queue
+/// swinging around a working set keeps them, short enough that a drained
+/// burst's memory goes back while an operator watches.
+const TRIM_AFTER: Duration = Duration::from_secs(1);
+
+/// When the index last emptied after holding items, and whether it has held
+/// any since it was last trimmed.
+#[derive(Default)]
+struct Trim {
+    dirty: bool,
+    empty_since: Option<Instant>,
+}
+
+impl Trim {
+    /// After a round: trims the index if it has stayed empty `TRIM_AFTER`;
+    /// returns when the proxy should wake to trim it, if it will be due.
+    fn after_round<T>(&mut self, shared: &Shared<T>, r: &Round) -> Option<Instant> {
+        if shared.clock.is_mock() {
+            return None;
+        }
+        if r.index_len > 0 || r.due + r.staged > 0 {
+            self.dirty = true;
+            self.empty_since = None;
+        }
+        if !self.dirty || r.index_len > 0 {
+            return None;
+        }
+        let now = shared.clock.now();
+        let since = *self.empty_since.get_or_insert(now);
+        if now.saturating_duration_since(since) < TRIM_AFTER {
+            return Some(since + TRIM_AFTER);
+        }
+        lock(&shared.timers).index.trim();
+        *self = Trim::default();
+        None
+    }
+}
+
 pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
     set_timer_slack(TIMER_SLACK_NS);
     let mut taken_before = shared.egress.taken_so_far();
+    let mut trim = Trim::default();
     loop {
         if shared.counter.is_disconnected() {
             // The enqueue proxy drops what is pending.
@@ -80,6 +121,7 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         if counted {
             shared.rounds.end();
         }
+        let trim_at = trim.after_round(shared, &r);
         let wake = r.staged_wake.map(|t| shared.ticks.instant(t));
         match r.plan {
             Sleep::Space => {
@@ -97,7 +139,7 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
                 let t = r.staged_wake.map_or(t, |w| w.min(t));
                 shared.clock.park(parker, Some(shared.ticks.instant(t)));
             }
-            Sleep::Forever => shared.clock.park(parker, wake),
+            Sleep::Forever => shared.clock.park(parker, earliest(wake, trim_at)),
             Sleep::Awake => {}
         }
     }
@@ -124,6 +166,15 @@ struct Round {
     staged_wake: Option<u64>,
     /// Entries staged in the egress when the round ended (for the metrics).
     staged_now: usize,
+    /// Items left in the index when the round ended.
+    index_len: usize,
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// One round under the timers lock: moves every item due by `now + 2 ×
@@ -178,18 +229,9 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
     {
         t.sleep = plan;
     }
-    let staged_now = t.staged.len();
-    Round {
-        due,
-        staged,
-        fell_due,
-        plan,
-        full: shared.egress.is_full(),
-        first_staged,
-        lead,
-        staged_wake,
-        staged_now,
-    }
+    let (staged_now, index_len) = (t.staged.len(), t.index.len());
+    let full = shared.egress.is_full();
+    Round { due, staged, fell_due, plan, full, first_staged, lead, staged_wake, staged_now, index_len }
 }
 
 /// Wakes consumers after a round: for due entries, two (each consumer that

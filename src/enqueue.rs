@@ -83,6 +83,14 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         if drained > 0 {
             continue;
         }
+        // A drained spill can have grown the buffers far past `BATCH`: idle,
+        // hand that back (`Ingress::drain_into`).
+        if batch.capacity() > 4 * BATCH {
+            batch = Vec::with_capacity(BATCH);
+        }
+        if done.capacity() > 4 * BATCH {
+            done = Vec::new();
+        }
         // Idle: register, re-check, park (wakeup mechanism 2).
         let bell = &shared.signals.enqueue;
         bell.prepare_sleep();

@@ -164,6 +164,17 @@ impl<T> HeapIndex<T> {
     }
 
     /// Removes every item, in deadline order.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// No item held: every node is dead; drop them and every buffer.
+    pub(crate) fn trim(&mut self) {
+        self.heap.clear();
+        self.tombstones = 0;
+        self.entries.release_buffers();
+    }
+
     pub(crate) fn take_all(&mut self) -> Vec<(u64, u64, T)> {
         self.heap.clear();
         self.tombstones = 0;

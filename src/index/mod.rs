@@ -99,6 +99,29 @@ impl<T> Index<T> {
             Index::Wheel(i) => i.take_all(),
         }
     }
+
+    /// Items held (what `trim` waits for to be none).
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Index::Heap(i) => i.len(),
+            Index::Wheel(i) => i.len(),
+        }
+    }
+
+    /// With no item held: hands back every buffer a burst left behind (node
+    /// vectors, spare pages), so that an empty index holds what a new one
+    /// does. The dequeue proxy calls it once the index has stayed empty for a
+    /// while (`dequeue.rs`), not each time it empties, so that a queue
+    /// swinging around a working set keeps its buffers.
+    pub(crate) fn trim(&mut self) {
+        if self.len() != 0 {
+            return;
+        }
+        match self {
+            Index::Heap(i) => i.trim(),
+            Index::Wheel(i) => i.trim(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -188,6 +188,14 @@ impl<E> Slots<E> {
         }
     }
 
+    /// No entry live: drops the spare pages and the page list's buffer.
+    pub(crate) fn release_buffers(&mut self) {
+        debug_assert_eq!(self.len, 0);
+        self.spares = Vec::new();
+        self.pages = VecDeque::new();
+        self.stragglers = BTreeMap::new();
+    }
+
     /// Every live entry with its key, in key order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &E)> + '_ {
         let first = self.first;

@@ -165,6 +165,17 @@ impl<T> WheelIndex<T> {
         Entry::drain_sorted(&mut self.entries)
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// No item held: every node is dead; drop them and every buffer.
+    pub(crate) fn trim(&mut self) {
+        self.clear_nodes();
+        self.scratch = Vec::new();
+        self.entries.release_buffers();
+    }
+
     fn clear_nodes(&mut self) {
         for s in &mut self.slots {
             *s = Vec::new();
