@@ -115,15 +115,16 @@ fn a_drained_burst_gives_its_memory_back() {
     }
 }
 
-/// A queue swinging 100 times between empty and a working set, faster than
-/// the index's trim delay (1 s empty), keeps its big buffers: after the
-/// first swings, a swing allocates far fewer of them. (Trimming on every
-/// swing — a delay of 0 — made this 28 big allocations a swing against 11,
-/// and 2,451 allocations in all against 1,956, on 100,000 items a swing.)
+/// A queue swinging 100 times between empty and a working set of 100,000
+/// items, faster than the index's trim delay (1 s empty), keeps its big
+/// buffers (64 KiB or more: the key table's pages, node buffers): 53 in the
+/// first swing, 1.8 a swing after warm-up (release build, 2026-11-26). Before
+/// the hysteresis (16 spare pages, node buffers freed past 64 KiB) it was 55
+/// and 19.4; trimming the index at every swing made it 28 and more.
 #[test]
 fn swings_around_a_working_set_keep_their_buffers() {
     let _g = TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let w: u64 = if cfg!(debug_assertions) { 20_000 } else { 100_000 };
+    let w: u64 = 100_000;
     let (tx, rx) = delayq::Builder::new().build::<u64>().unwrap();
     let mut buf = Vec::with_capacity(4096);
     let (mut all, mut big) = (Vec::new(), Vec::new());
@@ -156,7 +157,7 @@ fn swings_around_a_working_set_keep_their_buffers() {
     assert!(secs < 50.0, "swings too slow to test the hysteresis: {secs:.1} s for 100");
     assert!(big[0] > 0, "the first swing allocated no big buffer: the test measures nothing");
     assert!(
-        mean(&big[10..]) * 2.0 <= big[0] as f64,
+        mean(&big[10..]) <= 5.0,
         "after warm-up a swing still allocated {:.1} big buffers on average (the first {})",
         mean(&big[10..]),
         big[0]

@@ -56,9 +56,12 @@ impl NodeHeap {
         }
     }
 
-    /// Returns the memory of a drained burst.
+    /// Returns the memory of a drained backlog while the queue stays busy
+    /// (an idle index is trimmed whole, `Index::trim`); below 1 MiB of nodes
+    /// it keeps its buffer, so that swings around a working set do not free
+    /// and grow it again each time.
     fn maybe_shrink(&mut self) {
-        if self.nodes.capacity() > 4096 && self.nodes.len() < self.nodes.capacity() / 4 {
+        if self.nodes.capacity() > 65_536 && self.nodes.len() < self.nodes.capacity() / 4 {
             self.nodes.shrink_to(self.nodes.len() * 2);
         }
     }

@@ -30,9 +30,11 @@ use std::collections::{BTreeMap, VecDeque};
 /// tens of thousands of keys) cross many pages and make stragglers.
 const PAGE_BITS: u32 = if cfg!(test) { 6 } else { 12 };
 const PAGE: usize = 1 << PAGE_BITS;
-/// Emptied pages kept for reuse, so a steady stream neither allocates nor
-/// faults in fresh memory (a page is `PAGE` entries).
-const SPARES: usize = 16;
+/// Emptied pages kept for reuse, so that a steady stream, or a queue swinging
+/// around a working set, neither allocates nor faults in fresh memory: as
+/// many pages as fit in this many bytes, and at least one. The dequeue proxy
+/// drops them all once the index has stayed empty (`Index::trim`).
+const SPARE_BYTES: usize = 4 << 20;
 /// Empty pages behind a live front page before its entries become stragglers.
 const GAP: usize = 16;
 
@@ -151,7 +153,8 @@ impl<E> Slots<E> {
     }
 
     fn recycle(&mut self, slots: Box<[Option<E>]>) {
-        if self.spares.len() < SPARES {
+        let page_bytes = PAGE * std::mem::size_of::<Option<E>>();
+        if self.spares.len() < (SPARE_BYTES / page_bytes.max(1)).max(1) {
             self.spares.push(slots);
         }
     }

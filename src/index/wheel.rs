@@ -296,8 +296,9 @@ impl<T> WheelIndex<T> {
                 self.nodes -= 1;
             }
         }
-        // Keep a modest buffer; a burst's memory goes back.
-        if nodes.capacity() > 4096 {
+        // Keep a buffer up to 256 KiB for the next slot (a burst's larger
+        // ones go back at once; an idle index is trimmed whole).
+        if nodes.capacity() > 16_384 {
             nodes = Vec::new();
         }
         self.scratch = nodes;
