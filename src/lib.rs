@@ -35,7 +35,7 @@
 //!                     (lock-free,        (its proxy: moves every item due
 //!                      bounded)           within 100–200 µs per round, sleeps
 //!                                         until 100 µs before the next
-//!                                         deadline; or a client, when late)
+//!                                         deadline)
 //! ```
 //!
 //! - Producers reserve a unit of `len` (blocking only on a full bounded queue),
@@ -115,6 +115,7 @@
 //! | `timer` | `timer` | scheduled callbacks on a rayon pool (adds `rayon`) |
 //! | `workqueue` | `workqueue` | Kubernetes client-go's work queue |
 //! | `async` | (root) | `recv_async`, `send_at_async`, `Stream`s: any executor, no runtime timer (adds `futures-core`) |
+//! | `metrics` | (root, and the layers) | counters, gauges and histograms through the `metrics` facade, labelled by [`Builder::name`]; every metric is listed in `docs/METRICS.md` (adds `metrics`) |
 //!
 //! # Guarantees
 //!
