@@ -75,6 +75,12 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "async")]
+mod alarm;
+#[cfg(feature = "async")]
+mod async_contract;
+#[cfg(feature = "async")]
+mod async_queue;
 mod builder;
 mod contract;
 mod error;
@@ -94,6 +100,10 @@ mod typed;
 mod worker;
 mod writer;
 
+#[cfg(feature = "async")]
+pub use crate::async_contract::AsyncJobQueue;
+#[cfg(feature = "async")]
+pub use crate::async_queue::AsyncDurableQueue;
 pub use crate::builder::{Builder, Durability};
 pub use crate::contract::JobQueue;
 pub use crate::error::DurableError;
@@ -102,6 +112,8 @@ pub use crate::job::{Job, JobId, Stats};
 #[cfg(feature = "serde")]
 pub use crate::kind::JobKind;
 pub use crate::queue::{CommitStats, DurableQueue};
+#[cfg(feature = "redis-async")]
+pub use crate::redis_queue::AsyncRedisQueue;
 #[cfg(feature = "redis")]
 pub use crate::redis_queue::{RedisBuilder, RedisQueue};
 pub use crate::retry::RetryPolicy;
