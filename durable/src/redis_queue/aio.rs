@@ -243,6 +243,10 @@ impl AsyncRedisQueue {
                 }
             })
             .await;
+            // A raised signal ends the wait at once, without another script.
+            if stop.is_some_and(StopSignal::is_raised) {
+                return Ok(Vec::new());
+            }
         }
     }
 }
