@@ -55,7 +55,11 @@ fn open_async(opts: Opts) -> Option<BlockOn<AsyncRedisQueue, Tokio>> {
         .max_payload(opts.max_payload)
         .connect(&server.url(), &unique("aconf"))
         .unwrap();
-    Some(BlockOn { q: AsyncRedisQueue::new(queue).unwrap(), exec: Arc::new(Tokio::new()), _keep: Box::new(()) })
+    Some(BlockOn {
+        q: AsyncRedisQueue::new(queue).unwrap(),
+        exec: Arc::new(Tokio::new()),
+        _keep: Box::new(()),
+    })
 }
 
 conformance_tests!(super::open_async);
