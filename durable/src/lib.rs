@@ -37,6 +37,17 @@
 //! default) carries any `Serialize + DeserializeOwned` payload as JSON over
 //! either.
 //!
+//! # Async clients
+//!
+//! [`AsyncJobQueue`] is the contract as async methods, whose waits suspend a
+//! task instead of blocking a thread (feature `async`):
+//! [`AsyncDurableQueue`] on any executor with no runtime (commits awaited on
+//! the writer's reply, `reserve` on the core queue's async receive, timeouts
+//! from a core queue too), and `AsyncRedisQueue` (feature `redis-async`,
+//! which brings tokio: the `redis` crate's multiplexed async connection runs
+//! on it). A dropped `reserve` future loses no job; see each type for what
+//! happens to a lease that was being taken for it.
+//!
 //! # The worker runtime
 //!
 //! [`Worker`] is the loop around the queue: handler threads that reserve
