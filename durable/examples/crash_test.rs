@@ -4,7 +4,7 @@
 //! told is checked against the contract.
 //!
 //! ```sh
-//! cargo run --release -p delayq-durable --example crash_test -- --secs 60
+//! cargo run --release -p delayq-durable --features async --example crash_test -- --secs 60
 //! # the checks can fail: with a durability window, a kill loses recent changes
 //! cargo run --release -p delayq-durable --example crash_test -- --secs 10 --window-ms 300
 //! ```
@@ -12,7 +12,10 @@
 //! Each child opens the same database file (one process owns it at a time, so
 //! children run one after another) and runs producer threads, consumers (the
 //! worker runtime, [`Worker`], with a handler that fails one delivery in ten),
-//! or both. Every event is appended to one log file with one `write`
+//! or both; with the `async` feature, some children consume with the async
+//! client instead (`AsyncDurableQueue`: three consumer tasks on one thread
+//! under `futures::executor::block_on`, nacking one delivery in ten), so that
+//! async consumers are killed mid-reserve, mid-lease and mid-ack too. Every event is appended to one log file with one `write`
 //! per line *after* the call it reports returned (`S` sent, `D` delivered, `N`
 //! nacked, `A` acked), and an ack's intent (`a`) *before* the call. A SIGKILL
 //! leaves the page cache, so the log survives it exactly as written.
@@ -101,6 +104,7 @@ fn child(dir: &Path, role: &str, seed: u64, window_ms: u64) {
     let (producers, consumers) = match role {
         "produce" => (3, 0),
         "consume" | "drain" => (0, 3usize),
+        "async" => (3, 0),
         _ => (3, 3),
     };
     for p in 0..producers {
@@ -172,6 +176,10 @@ fn child(dir: &Path, role: &str, seed: u64, window_ms: u64) {
             .start()
             .expect("starting the worker")
     });
+    #[cfg(feature = "async")]
+    if role == "async" {
+        async_consumers(&q, &file, seed);
+    }
     if role == "drain" {
         while q.len().unwrap() > 0 {
             thread::sleep(Duration::from_millis(100));
@@ -184,6 +192,37 @@ fn child(dir: &Path, role: &str, seed: u64, window_ms: u64) {
     // Killed by the parent long before this.
     thread::sleep(Duration::from_secs(3600));
     stop.store(true, Ordering::Relaxed);
+}
+
+/// Three consumer tasks on this thread, on the async client, logging as the
+/// worker's handler and events do; they run until the child is killed.
+#[cfg(feature = "async")]
+fn async_consumers(q: &DurableQueue, file: &File, seed: u64) {
+    use delayq_durable::{AsyncDurableQueue, AsyncJobQueue};
+
+    let q = AsyncDurableQueue::from(q.clone());
+    let rng = Mutex::new(Rng::new(seed ^ 0xc2b2_ae35));
+    let consumer = || async {
+        loop {
+            let job = q.reserve(LEASE).await.expect("an async reserve");
+            let (id, attempt) = (job.id().0, job.attempt());
+            log(file, format!("D {id} {attempt} {}\n", nanos(SystemTime::now())));
+            if rng.lock().unwrap().below(10) == 0 {
+                let at = SystemTime::now() + Duration::from_millis(20);
+                match q.nack(&job, at).await {
+                    Ok(true) => log(file, format!("N {id} {attempt} {}\n", nanos(at))),
+                    _ => log(file, format!("F {id} {attempt}\n")),
+                }
+                continue;
+            }
+            log(file, format!("a {id} {attempt}\n"));
+            match q.ack(&job).await {
+                Ok(true) => log(file, format!("A {id} {attempt}\n")),
+                _ => log(file, format!("F {id} {attempt}\n")),
+            }
+        }
+    };
+    futures::executor::block_on(futures::future::join3(consumer(), consumer(), consumer()));
 }
 
 // ----------------------------------------------------------------- parent
@@ -235,7 +274,12 @@ fn main() {
     let (mut kills, mut clean_opens) = (0u64, 0u64);
     let mut roles: HashMap<&str, u64> = HashMap::new();
     while start.elapsed() < Duration::from_secs(secs) {
-        let role = ["both", "both", "both", "produce", "consume"][rng.below(5) as usize];
+        let roles_here: &[&str] = if cfg!(feature = "async") {
+            &["both", "both", "async", "produce", "consume"]
+        } else {
+            &["both", "both", "both", "produce", "consume"]
+        };
+        let role = roles_here[rng.below(roles_here.len() as u64) as usize];
         *roles.entry(role).or_default() += 1;
         let mut child = spawn_child(&dir, role, rng.next() >> 24, window_ms);
         // From "still opening" to "well into the work".

@@ -7,7 +7,16 @@
 //! cargo run --release -p delayq-durable --example durable_bench -- queue --repeats 3 --jobs 20000
 //! cargo run --release -p delayq-durable --features redis --example durable_bench -- compare  # against Redis
 //! cargo run --release -p delayq-durable --example durable_bench -- worker --repeats 3  # the runtime vs a hand loop
+//! cargo run --release -p delayq-durable --features redis-async --example durable_bench -- async --repeats 3
 //! ```
+//!
+//! `async` (feature `async`; the Redis rows with `redis-async` and
+//! `redis-server` on the PATH; not part of `all`): end to end per job, the
+//! blocking clients on 16 producer + 16 consumer threads against the async
+//! clients (`AsyncDurableQueue`, `AsyncRedisQueue`) on 16 producer + 16
+//! consumer tasks of a tokio runtime with one worker thread per core, the
+//! same loop (`send_at`; `reserve_timeout` 20 ms, `ack`), interleaved, with
+//! the ratio of the medians.
 //!
 //! `worker` (not part of `all`): end to end per job, 16 producers, 16
 //! consumer threads, embedded, fsync on every commit — the consumers either
@@ -56,9 +65,9 @@ fn args() -> Args {
         match arg.as_str() {
             "--repeats" => a.repeats = it.next().and_then(|v| v.parse().ok()).expect("--repeats N"),
             "--jobs" => a.jobs = it.next().and_then(|v| v.parse().ok()).expect("--jobs N"),
-            "engine" | "queue" | "compare" | "worker" | "all" => a.what = arg,
+            "engine" | "queue" | "compare" | "worker" | "async" | "all" => a.what = arg,
             "--help" | "-h" => {
-                println!("durable_bench [engine|queue|compare|worker|all] [--repeats N] [--jobs N]");
+                println!("durable_bench [engine|queue|compare|worker|async|all] [--repeats N] [--jobs N]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other:?} (try --help)"),
@@ -508,6 +517,96 @@ fn compare(repeats: usize, jobs: u64) {
     }
 }
 
+/// As `end_to_end_on(q, threads, jobs, 1)`, on the async client: `threads`
+/// producer and `threads` consumer tasks on `rt`. Returns jobs/s.
+#[cfg(feature = "async")]
+fn end_to_end_async<Q: delayq_durable::AsyncJobQueue + Clone + 'static>(
+    rt: &tokio::runtime::Runtime,
+    q: Q,
+    threads: u64,
+    jobs: u64,
+) -> f64 {
+    let per = jobs / threads;
+    let total = per * threads;
+    let acked = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for _ in 0..threads {
+            let q2 = q.clone();
+            tasks.push(tokio::spawn(async move {
+                let payload = vec![1u8; PAYLOAD];
+                for _ in 0..per {
+                    q2.send_at(&payload, SystemTime::now()).await.unwrap();
+                }
+            }));
+            let (q, acked) = (q.clone(), acked.clone());
+            tasks.push(tokio::spawn(async move {
+                while acked.load(Ordering::Relaxed) < total {
+                    if let Some(job) = q.reserve_timeout(LEASE, Duration::from_millis(20)).await.unwrap() {
+                        assert!(q.ack(&job).await.unwrap());
+                        acked.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    let secs = start.elapsed().as_secs_f64();
+    assert_eq!(acked.load(Ordering::Relaxed), total);
+    assert_eq!(rt.block_on(q.len()).unwrap(), 0);
+    total as f64 / secs
+}
+
+/// The blocking clients against the async ones, end to end, interleaved.
+#[cfg(feature = "async")]
+fn sync_vs_async(repeats: usize, jobs: u64) {
+    let cores = thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(cores).enable_all().build().unwrap();
+    #[cfg(feature = "redis-async")]
+    let server = redis_server::RedisServer::start("bench-async");
+    #[cfg(feature = "redis-async")]
+    let redis_q = |tag: &str| {
+        delayq_durable::RedisQueue::connect(&server.url(), &format!("bench-{tag}-{}", std::process::id()))
+            .unwrap()
+    };
+    println!("## blocking vs async clients: end to end per job, 16 producers + 16 consumers (threads, or tasks on a {cores}-thread tokio runtime), {PAYLOAD}-byte payloads, {jobs} jobs per run");
+    println!("(jobs/s min / median / max of {repeats}, interleaved; embedded fsync per commit; Redis AOF appendfsync always)");
+    let mut rows: Vec<(&str, Vec<f64>)> =
+        vec![("embedded, blocking threads", Vec::new()), ("embedded, async tasks", Vec::new())];
+    #[cfg(feature = "redis-async")]
+    rows.extend([("redis, blocking threads", Vec::new()), ("redis, async tasks", Vec::new())]);
+    for r in 0..repeats {
+        rows[0].1.push(end_to_end(16, jobs, 1).jobs_per_s);
+        let (q, path) = fresh("e2e-async");
+        rows[1].1.push(end_to_end_async(&rt, delayq_durable::AsyncDurableQueue::from(q), 16, jobs));
+        let _ = std::fs::remove_file(path);
+        #[cfg(feature = "redis-async")]
+        {
+            rows[2].1.push(end_to_end_on(redis_q(&format!("s{r}")), 16, jobs, 1, || 0).jobs_per_s);
+            let aq = delayq_durable::AsyncRedisQueue::new(redis_q(&format!("a{r}"))).unwrap();
+            rows[3].1.push(end_to_end_async(&rt, aq, 16, jobs));
+        }
+        eprintln!("repeat {} done, load {}", r + 1, loadavg());
+    }
+    let median = |xs: &[f64]| {
+        let mut v = xs.to_vec();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    };
+    for pair in rows.chunks(2) {
+        println!("  {:<28} {}", pair[0].0, summary(pair[0].1.clone()));
+        println!(
+            "  {:<28} {}   async / blocking (medians): {:.2}",
+            pair[1].0,
+            summary(pair[1].1.clone()),
+            median(&pair[1].1) / median(&pair[0].1)
+        );
+    }
+}
+
 #[cfg(feature = "redis")]
 fn redis_version() -> String {
     let out = std::process::Command::new("redis-server")
@@ -541,6 +640,14 @@ fn main() {
     #[cfg(feature = "redis")]
     if a.what == "compare" || a.what == "all" {
         compare(a.repeats, a.jobs);
+    }
+    #[cfg(feature = "async")]
+    if a.what == "async" {
+        sync_vs_async(a.repeats, a.jobs);
+    }
+    #[cfg(not(feature = "async"))]
+    if a.what == "async" {
+        eprintln!("`async` needs the async feature: --features async (or redis-async for the Redis rows)");
     }
     #[cfg(not(feature = "redis"))]
     if a.what == "compare" {

@@ -37,6 +37,17 @@
 //! default) carries any `Serialize + DeserializeOwned` payload as JSON over
 //! either.
 //!
+//! # Async clients
+//!
+//! [`AsyncJobQueue`] is the contract as async methods, whose waits suspend a
+//! task instead of blocking a thread (feature `async`):
+//! [`AsyncDurableQueue`] on any executor with no runtime (commits awaited on
+//! the writer's reply, `reserve` on the core queue's async receive, timeouts
+//! from a core queue too), and `AsyncRedisQueue` (feature `redis-async`,
+//! which brings tokio: the `redis` crate's multiplexed async connection runs
+//! on it). A dropped `reserve` future loses no job; see each type for what
+//! happens to a lease that was being taken for it.
+//!
 //! # The worker runtime
 //!
 //! [`Worker`] is the loop around the queue: handler threads that reserve
@@ -75,6 +86,12 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "async")]
+mod alarm;
+#[cfg(feature = "async")]
+mod async_contract;
+#[cfg(feature = "async")]
+mod async_queue;
 mod builder;
 mod contract;
 mod error;
@@ -94,6 +111,10 @@ mod typed;
 mod worker;
 mod writer;
 
+#[cfg(feature = "async")]
+pub use crate::async_contract::AsyncJobQueue;
+#[cfg(feature = "async")]
+pub use crate::async_queue::AsyncDurableQueue;
 pub use crate::builder::{Builder, Durability};
 pub use crate::contract::JobQueue;
 pub use crate::error::DurableError;
@@ -102,6 +123,8 @@ pub use crate::job::{Job, JobId, Stats};
 #[cfg(feature = "serde")]
 pub use crate::kind::JobKind;
 pub use crate::queue::{CommitStats, DurableQueue};
+#[cfg(feature = "redis-async")]
+pub use crate::redis_queue::AsyncRedisQueue;
 #[cfg(feature = "redis")]
 pub use crate::redis_queue::{RedisBuilder, RedisQueue};
 pub use crate::retry::RetryPolicy;

@@ -17,7 +17,7 @@ use crate::job::{after_nanos, check_kind, clip_error, now_nanos, to_nanos, Job, 
 use crate::record::{Record, State};
 use crate::stop::{recv_or_stop, StopSignal};
 
-use crate::reply::reply;
+use crate::reply::{reply, Reply, Waiting};
 use crate::writer::{self, storage_error, Counters, Mailbox, Op, Scan, Timer, Writer, JOBS, META};
 
 /// Durable delayed jobs in one embedded database file ([redb]): a job is on
@@ -240,9 +240,18 @@ impl DurableQueue {
     /// As `send_at`; [`DurableError::InvalidArgument`] for a kind over 255
     /// bytes or with control characters.
     pub fn send_kind_at(&self, kind: &str, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        first(self.begin_send_kind_at(kind, payload, at)?.wait())
+    }
+
+    pub(crate) fn begin_send_kind_at(
+        &self,
+        kind: &str,
+        payload: &[u8],
+        at: SystemTime,
+    ) -> Result<Waiting<Vec<JobId>>, DurableError> {
         check_kind(kind)?;
         let at = to_nanos(at)?;
-        self.send_nanos(vec![(kind.to_string(), self.checked(payload)?.to_vec(), at)]).map(|ids| ids[0])
+        self.send_nanos(vec![(kind.to_string(), self.checked(payload)?.to_vec(), at)])
     }
 
     /// As [`send_after`](Self::send_after), with a kind; as [`send_kind_at`](Self::send_kind_at).
@@ -252,21 +261,37 @@ impl DurableQueue {
         payload: &[u8],
         delay: Duration,
     ) -> Result<JobId, DurableError> {
+        first(self.begin_send_kind_after(kind, payload, delay)?.wait())
+    }
+
+    pub(crate) fn begin_send_kind_after(
+        &self,
+        kind: &str,
+        payload: &[u8],
+        delay: Duration,
+    ) -> Result<Waiting<Vec<JobId>>, DurableError> {
         check_kind(kind)?;
         let at = after_nanos(delay)?;
-        self.send_nanos(vec![(kind.to_string(), self.checked(payload)?.to_vec(), at)]).map(|ids| ids[0])
+        self.send_nanos(vec![(kind.to_string(), self.checked(payload)?.to_vec(), at)])
     }
 
     /// Stores several jobs in one commit, all or none, and returns their ids in
     /// order. For producers that have a batch at hand, this is the cheapest way
     /// in: one fsync for the lot, whatever else is going on.
     pub fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
+        self.begin_send_many(jobs)?.wait()
+    }
+
+    pub(crate) fn begin_send_many(
+        &self,
+        jobs: &[(&[u8], SystemTime)],
+    ) -> Result<Waiting<Vec<JobId>>, DurableError> {
         let mut batch = Vec::with_capacity(jobs.len());
         for (payload, at) in jobs {
             batch.push((String::new(), self.checked(payload)?.to_vec(), to_nanos(*at)?));
         }
         if batch.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Waiting::ready(Ok(Vec::new())));
         }
         self.send_nanos(batch)
     }
@@ -278,13 +303,47 @@ impl DurableQueue {
         Ok(payload)
     }
 
-    fn send_nanos(&self, jobs: Vec<(String, Vec<u8>, u64)>) -> Result<Vec<JobId>, DurableError> {
+    fn send_nanos(&self, jobs: Vec<(String, Vec<u8>, u64)>) -> Result<Waiting<Vec<JobId>>, DurableError> {
+        self.check_open()?;
+        self.begin(|reply| Op::Send { jobs, reply })
+    }
+
+    /// Posts one op to the writer; its answer is to be waited on or awaited.
+    fn begin<T>(&self, op: impl FnOnce(Reply<T>) -> Op) -> Result<Waiting<T>, DurableError> {
+        let (r, waiting) = reply();
+        self.inner.mailbox.post([op(r)])?;
+        Ok(waiting)
+    }
+
+    /// `Err(Closed)` once the queue is closed (sends and reserves only).
+    pub(crate) fn check_open(&self) -> Result<(), DurableError> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(DurableError::Closed);
         }
-        let (r, waiting) = reply();
-        self.inner.mailbox.post([Op::Send { jobs, reply: r }])?;
-        waiting.wait()
+        Ok(())
+    }
+
+    /// The core queue of timers that `reserve` waits on.
+    #[cfg(feature = "async")]
+    pub(crate) fn timers(&self) -> &delayq::Receiver<Timer> {
+        &self.inner.timers
+    }
+
+    /// Asks the writer to lease the job of a timer a consumer received.
+    pub(crate) fn begin_lease(
+        &self,
+        (id, gen): Timer,
+        lease_ns: u64,
+    ) -> Result<Waiting<Option<Job>>, DurableError> {
+        self.begin(|reply| Op::Lease { id, gen, lease: lease_ns, reply })
+    }
+
+    /// Gives back a lease whose job never reached its caller (the delivery
+    /// uncounted); the answer is not waited for.
+    #[cfg(feature = "async")]
+    pub(crate) fn release(&self, job: &Job) {
+        let (r, _) = reply();
+        let _ = self.inner.mailbox.post([Op::Release { id: job.id.0, token: job.token, reply: r }]);
     }
 
     /// Blocks until a job is due, leases it to the caller for `lease`, and
@@ -389,9 +448,7 @@ impl DurableQueue {
             let Some((id, gen)) = timer else {
                 return Ok(None);
             };
-            let (r, waiting) = reply();
-            self.inner.mailbox.post([Op::Lease { id, gen, lease: lease_ns, reply: r }])?;
-            if let Some(job) = waiting.wait()? {
+            if let Some(job) = self.begin_lease((id, gen), lease_ns)?.wait()? {
                 return Ok(Some(job));
             }
             // A stale timer (the job changed since it was armed) or one due by
@@ -426,14 +483,22 @@ impl DurableQueue {
     /// deletes a job leased to someone else. An ack after the lease ran out but
     /// before anyone else took the job still succeeds.
     pub fn ack(&self, job: &Job) -> Result<bool, DurableError> {
+        self.begin_ack(job)?.wait()
+    }
+
+    pub(crate) fn begin_ack(&self, job: &Job) -> Result<Waiting<bool>, DurableError> {
         if job.token == 0 {
-            return Ok(false);
+            return Ok(Waiting::ready(Ok(false)));
         }
-        self.call(|reply| Op::Ack { id: job.id.0, token: job.token, reply })
+        self.begin(|reply| Op::Ack { id: job.id.0, token: job.token, reply })
     }
 
     /// Acks several jobs in one commit; `Ok(flags)` as for [`ack`](Self::ack), in order.
     pub fn ack_many(&self, jobs: &[Job]) -> Result<Vec<bool>, DurableError> {
+        self.begin_ack_many(jobs)?.into_iter().map(|w| w.wait()).collect()
+    }
+
+    pub(crate) fn begin_ack_many(&self, jobs: &[Job]) -> Result<Vec<Waiting<bool>>, DurableError> {
         let mut waits = Vec::with_capacity(jobs.len());
         let ops: Vec<Op> = jobs
             .iter()
@@ -444,18 +509,28 @@ impl DurableQueue {
             })
             .collect();
         self.inner.mailbox.post(ops)?;
-        waits.into_iter().map(|w| w.wait()).collect()
+        Ok(waits)
     }
 
     /// Gives a leased job back to be retried at `retry_at` (the next delivery
     /// is the next attempt), or, if this was its last allowed attempt, moves it
     /// to the dead set. `Ok(false)` if the lease is no longer the caller's.
     pub fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
+        self.begin_nack(job, retry_at, None)?.wait()
+    }
+
+    pub(crate) fn begin_nack(
+        &self,
+        job: &Job,
+        retry_at: SystemTime,
+        error: Option<&str>,
+    ) -> Result<Waiting<bool>, DurableError> {
         let retry_at = to_nanos(retry_at)?;
         if job.token == 0 {
-            return Ok(false);
+            return Ok(Waiting::ready(Ok(false)));
         }
-        self.call(|reply| Op::Nack { id: job.id.0, token: job.token, retry_at, error: None, reply })
+        let error = error.map(clip_error);
+        self.begin(|reply| Op::Nack { id: job.id.0, token: job.token, retry_at, error, reply })
     }
 
     /// As [`nack`](Self::nack), and stores `error` as the job's
@@ -466,12 +541,7 @@ impl DurableQueue {
         retry_at: SystemTime,
         error: &str,
     ) -> Result<bool, DurableError> {
-        let retry_at = to_nanos(retry_at)?;
-        if job.token == 0 {
-            return Ok(false);
-        }
-        let error = Some(clip_error(error));
-        self.call(|reply| Op::Nack { id: job.id.0, token: job.token, retry_at, error, reply })
+        self.begin_nack(job, retry_at, Some(error))?.wait()
     }
 
     /// Moves a job the caller holds the lease of to the dead set now, whatever
@@ -480,28 +550,40 @@ impl DurableQueue {
     /// unknown kind, a payload that does not decode). `Ok(false)` if the lease
     /// is no longer the caller's.
     pub fn kill(&self, job: &Job, error: &str) -> Result<bool, DurableError> {
+        self.begin_kill(job, error)?.wait()
+    }
+
+    pub(crate) fn begin_kill(&self, job: &Job, error: &str) -> Result<Waiting<bool>, DurableError> {
         if job.token == 0 {
-            return Ok(false);
+            return Ok(Waiting::ready(Ok(false)));
         }
         let error = clip_error(error);
-        self.call(|reply| Op::Kill { id: job.id.0, token: job.token, error, reply })
+        self.begin(|reply| Op::Kill { id: job.id.0, token: job.token, error, reply })
     }
 
     /// Extends the caller's lease to `lease` from now. `Ok(false)` if the lease
     /// is no longer the caller's.
     pub fn extend(&self, job: &Job, lease: Duration) -> Result<bool, DurableError> {
+        self.begin_extend(job, lease)?.wait()
+    }
+
+    pub(crate) fn begin_extend(&self, job: &Job, lease: Duration) -> Result<Waiting<bool>, DurableError> {
         let lease = lease_nanos(lease)?;
         if job.token == 0 {
-            return Ok(false);
+            return Ok(Waiting::ready(Ok(false)));
         }
-        self.call(|reply| Op::Extend { id: job.id.0, token: job.token, lease, reply })
+        self.begin(|reply| Op::Extend { id: job.id.0, token: job.token, lease, reply })
     }
 
     /// Deletes a job whatever its state (pending, leased or dead). `Ok(false)`
     /// if there is no such job (acked, cancelled, or never sent). A worker
     /// holding a cancelled job's lease gets `Ok(false)` from its ack.
     pub fn cancel(&self, id: JobId) -> Result<bool, DurableError> {
-        self.call(|reply| Op::Cancel { id: id.0, reply })
+        self.begin_cancel(id)?.wait()
+    }
+
+    pub(crate) fn begin_cancel(&self, id: JobId) -> Result<Waiting<bool>, DurableError> {
+        self.begin(|reply| Op::Cancel { id: id.0, reply })
     }
 
     /// Moves a dead job back to pending, due at `at`, with a fresh allowance of
@@ -509,16 +591,26 @@ impl DurableQueue {
     /// so its next delivery still reads as a redelivery). `Ok(false)` if it is
     /// not in the dead set.
     pub fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
+        self.begin_requeue_dead(id, at)?.wait()
+    }
+
+    pub(crate) fn begin_requeue_dead(
+        &self,
+        id: JobId,
+        at: SystemTime,
+    ) -> Result<Waiting<bool>, DurableError> {
         let at = to_nanos(at)?;
-        self.call(|reply| Op::Requeue { id: id.0, at, reply })
+        self.begin(|reply| Op::Requeue { id: id.0, at, reply })
     }
 
     /// Up to `limit` dead jobs, by id. A read: it waits for the writer's
     /// current commit, and commits nothing.
     pub fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
-        let (r, waiting) = reply();
-        self.inner.mailbox.post([Op::Dead { limit, reply: r }])?;
-        waiting.wait()
+        self.begin_dead_jobs(limit)?.wait()
+    }
+
+    pub(crate) fn begin_dead_jobs(&self, limit: usize) -> Result<Waiting<Vec<Job>>, DurableError> {
+        self.begin(|reply| Op::Dead { limit, reply })
     }
 
     /// Up to `limit` jobs that match `what`, with their states, by id: a read,
@@ -584,10 +676,8 @@ impl DurableQueue {
         drop(self.inner.timers.take_pending());
     }
 
-    fn call(&self, op: impl FnOnce(crate::reply::Reply<bool>) -> Op) -> Result<bool, DurableError> {
-        let (r, waiting) = reply();
-        self.inner.mailbox.post([op(r)])?;
-        waiting.wait()
+    fn call(&self, op: impl FnOnce(Reply<bool>) -> Op) -> Result<bool, DurableError> {
+        self.begin(op)?.wait()
     }
 }
 
@@ -630,7 +720,12 @@ impl Drop for Inner {
     }
 }
 
-fn lease_nanos(lease: Duration) -> Result<u64, DurableError> {
+/// The one id of a one-job send.
+pub(crate) fn first(ids: Result<Vec<JobId>, DurableError>) -> Result<JobId, DurableError> {
+    ids?.first().copied().ok_or_else(|| DurableError::Storage("internal: a send returned no id".into()))
+}
+
+pub(crate) fn lease_nanos(lease: Duration) -> Result<u64, DurableError> {
     if lease.is_zero() {
         return Err(DurableError::InvalidArgument("a lease must be longer than zero"));
     }

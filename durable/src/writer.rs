@@ -79,6 +79,14 @@ pub(crate) enum Op {
         token: u64,
         reply: Reply<bool>,
     },
+    /// Gives back a lease whose job never reached its caller (an async
+    /// `reserve` dropped while the lease was being committed): pending again
+    /// at its deadline, with the delivery uncounted, as if never leased.
+    Release {
+        id: u64,
+        token: u64,
+        reply: Reply<bool>,
+    },
     Nack {
         id: u64,
         token: u64,
@@ -422,8 +430,17 @@ impl Writer {
                         Ok(())
                     });
                 }
+                let mut given_back = Vec::new();
                 for (op, outcome) in batch.drain(..).zip(outcomes) {
-                    answer(op, outcome);
+                    if let Some(job) = answer(op, outcome) {
+                        let (reply, _) = crate::reply::reply();
+                        given_back.push(Op::Release { id: job.id.0, token: job.token, reply });
+                    }
+                }
+                if !given_back.is_empty() {
+                    // The next batch; fails only when the writer is closing,
+                    // and then the leases end as the file is reopened.
+                    let _ = self.mailbox.post(given_back);
                 }
                 true
             }
@@ -636,11 +653,17 @@ impl Writer {
                         }
                         Outcome::Ids(ids)
                     }
-                    Op::Lease { id, gen, lease, .. } => {
+                    Op::Lease { id, gen, lease, reply } => {
                         let (id, gen, lease) = (*id, *gen, *lease);
                         let mut leased = None;
                         if let Some(mut rec) = get(&jobs, id)? {
                             match rec.due() {
+                                Some(due) if rec.gen == gen && reply.is_abandoned() => {
+                                    // Its caller gave up (a dropped async
+                                    // reserve): no lease; the consumed timer
+                                    // comes back for another consumer.
+                                    acts.push(TimerAct::Arm { id, gen, due });
+                                }
                                 Some(due) if rec.gen == gen && now < due => {
                                     // Due by the monotonic timer, not yet by the
                                     // wall clock: wait for the rest.
@@ -675,6 +698,19 @@ impl Writer {
                             jobs.remove(*id).map_err(err)?;
                             deltas.moved(Some(State::Leased), None);
                             acts.push(TimerAct::Disarm { id: *id });
+                            Outcome::Flag(true)
+                        }
+                        _ => Outcome::Flag(false),
+                    },
+                    Op::Release { id, token, .. } => match get(&jobs, *id)? {
+                        Some(mut rec) if rec.state == State::Leased && rec.token == *token => {
+                            rec.gen += 1;
+                            rec.token = 0;
+                            rec.state = State::Pending;
+                            rec.attempt = rec.attempt.saturating_sub(1);
+                            acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.deadline });
+                            deltas.moved(Some(State::Leased), Some(State::Pending));
+                            jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
                             Outcome::Flag(true)
                         }
                         _ => Outcome::Flag(false),
@@ -770,12 +806,19 @@ impl Writer {
     }
 }
 
-fn answer(op: Op, outcome: Outcome) {
+/// Answers an applied op; returns a job leased for a caller that gave up
+/// while its lease was committed, for the writer to give back.
+fn answer(op: Op, outcome: Outcome) -> Option<Job> {
     match (op, outcome) {
         (Op::Send { reply, .. }, Outcome::Ids(ids)) => reply.send(Ok(ids)),
-        (Op::Lease { reply, .. }, Outcome::Job(job)) => reply.send(Ok(job)),
+        (Op::Lease { reply, .. }, Outcome::Job(job)) => {
+            if let Some(Ok(Some(job))) = reply.deliver(Ok(job)) {
+                return Some(job);
+            }
+        }
         (
             Op::Ack { reply, .. }
+            | Op::Release { reply, .. }
             | Op::Nack { reply, .. }
             | Op::Kill { reply, .. }
             | Op::Extend { reply, .. }
@@ -786,6 +829,7 @@ fn answer(op: Op, outcome: Outcome) {
         ) => reply.send(Ok(flag)),
         (op, _) => fail(op, DurableError::Storage("internal: outcome does not match its op".into())),
     }
+    None
 }
 
 fn fail(op: Op, err: DurableError) {
@@ -793,6 +837,7 @@ fn fail(op: Op, err: DurableError) {
         Op::Send { reply, .. } => reply.send(Err(err)),
         Op::Lease { reply, .. } => reply.send(Err(err)),
         Op::Ack { reply, .. }
+        | Op::Release { reply, .. }
         | Op::Nack { reply, .. }
         | Op::Kill { reply, .. }
         | Op::Extend { reply, .. }

@@ -1,9 +1,14 @@
 //! [`RedisQueue`]: the durable-jobs contract on a Redis server, for many
 //! producer and consumer processes on many machines.
 
+#[cfg(feature = "redis-async")]
+mod aio;
 mod pool;
 mod scripts;
 mod watch;
+
+#[cfg(feature = "redis-async")]
+pub use self::aio::AsyncRedisQueue;
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -367,6 +372,70 @@ impl Stamp {
     }
 }
 
+/// The reserve script's reply: `(stamp, jobs, next due µs)`; `before` is the
+/// client's clock read before the request.
+fn parse_reserve(reply: Value, before: i128) -> Result<(Stamp, Vec<Job>, Option<i64>), DurableError> {
+    let mut items = array(reply)?.into_iter();
+    let mut next = || items.next().ok_or_else(|| DurableError::Redis("short reply to reserve".into()));
+    let stamp = Stamp { server_us: int(&next()?)?, client_ns: before };
+    let n = int(&next()?)?;
+    let mut jobs = Vec::with_capacity(n.max(0) as usize);
+    if n == 0 {
+        let due = int(&next()?)?;
+        return Ok((stamp, jobs, (due >= 0).then_some(due)));
+    }
+    for _ in 0..n {
+        let id = int(&next()?)? as u64;
+        let attempt = int(&next()?)?;
+        let token = token(&next()?)?;
+        let lease_until = int(&next()?)?;
+        let deadline = int(&next()?)?;
+        let payload = bytes(next()?);
+        let kind = text(next()?);
+        let error = text(next()?);
+        jobs.push(Job {
+            id: JobId(id),
+            payload,
+            deadline: stamp.to_client_ns(deadline),
+            attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
+            token,
+            lease_until: stamp.to_client_ns(lease_until),
+            kind,
+            last_error: (!error.is_empty()).then_some(error),
+        });
+    }
+    Ok((stamp, jobs, None))
+}
+
+/// The dead-set listing's reply.
+fn parse_dead(reply: Value, before: i128) -> Result<Vec<Job>, DurableError> {
+    let mut items = array(reply)?.into_iter();
+    let stamp = Stamp { server_us: int(&items.next().unwrap_or(Value::Int(0)))?, client_ns: before };
+    let mut out = Vec::new();
+    while let (Some(id), Some(attempt), Some(deadline), Some(payload), Some(kind), Some(error)) =
+        (items.next(), items.next(), items.next(), items.next(), items.next(), items.next())
+    {
+        let error = text(error);
+        out.push(Job {
+            kind: text(kind),
+            last_error: (!error.is_empty()).then_some(error),
+            id: JobId(int(&id)? as u64),
+            payload: bytes(payload),
+            deadline: stamp.to_client_ns(int(&deadline)?),
+            attempt: u32::try_from(int(&attempt)?).unwrap_or(u32::MAX),
+            token: 0,
+            lease_until: 0,
+        });
+    }
+    Ok(out)
+}
+
+/// The stats script's reply.
+fn parse_stats(v: &[i64]) -> Stats {
+    let n = |i: usize| v.get(i).copied().unwrap_or(0).max(0) as u64;
+    Stats { pending: n(1), leased: n(2), dead: n(3) }
+}
+
 fn int(v: &Value) -> Result<i64, DurableError> {
     match v {
         Value::Int(n) => Ok(*n),
@@ -569,36 +638,7 @@ impl RedisQueue {
             inv.arg(lease_us).arg(max).arg(&tokens);
             inv.invoke(con)
         })?;
-        let mut items = array(reply)?.into_iter();
-        let mut next = || items.next().ok_or_else(|| DurableError::Redis("short reply to reserve".into()));
-        let stamp = Stamp { server_us: int(&next()?)?, client_ns: before };
-        let n = int(&next()?)?;
-        let mut jobs = Vec::with_capacity(n.max(0) as usize);
-        if n == 0 {
-            let due = int(&next()?)?;
-            return Ok((stamp, jobs, (due >= 0).then_some(due)));
-        }
-        for _ in 0..n {
-            let id = int(&next()?)? as u64;
-            let attempt = int(&next()?)?;
-            let token = token(&next()?)?;
-            let lease_until = int(&next()?)?;
-            let deadline = int(&next()?)?;
-            let payload = bytes(next()?);
-            let kind = text(next()?);
-            let error = text(next()?);
-            jobs.push(Job {
-                id: JobId(id),
-                payload,
-                deadline: stamp.to_client_ns(deadline),
-                attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
-                token,
-                lease_until: stamp.to_client_ns(lease_until),
-                kind,
-                last_error: (!error.is_empty()).then_some(error),
-            });
-        }
-        Ok((stamp, jobs, None))
+        parse_reserve(reply, before)
     }
 
     /// Blocks until a job is due by the server's clock, leases it, returns it.
@@ -798,8 +838,7 @@ impl RedisQueue {
             .inner
             .pool
             .run("counting", |con| self.inner.scripts.stats.key(&self.inner.prefix).invoke(con))?;
-        let n = |i: usize| v.get(i).copied().unwrap_or(0).max(0) as u64;
-        Ok(Stats { pending: n(1), leased: n(2), dead: n(3) })
+        Ok(parse_stats(&v))
     }
 
     /// Pending plus leased jobs.
@@ -824,25 +863,7 @@ impl RedisQueue {
         let reply: Value = self.inner.pool.run("listing dead jobs", |con| {
             self.inner.scripts.dead.key(&self.inner.prefix).arg(last).invoke(con)
         })?;
-        let mut items = array(reply)?.into_iter();
-        let stamp = Stamp { server_us: int(&items.next().unwrap_or(Value::Int(0)))?, client_ns: before };
-        let mut out = Vec::new();
-        while let (Some(id), Some(attempt), Some(deadline), Some(payload), Some(kind), Some(error)) =
-            (items.next(), items.next(), items.next(), items.next(), items.next(), items.next())
-        {
-            let error = text(error);
-            out.push(Job {
-                kind: text(kind),
-                last_error: (!error.is_empty()).then_some(error),
-                id: JobId(int(&id)? as u64),
-                payload: bytes(payload),
-                deadline: stamp.to_client_ns(int(&deadline)?),
-                attempt: u32::try_from(int(&attempt)?).unwrap_or(u32::MAX),
-                token: 0,
-                lease_until: 0,
-            });
-        }
-        Ok(out)
+        parse_dead(reply, before)
     }
 
     /// The inspection API's guarded delete (`inspect.rs`): only a job whose

@@ -80,15 +80,15 @@ impl redis::ConnectionLike for Conn {
 }
 
 pub(crate) struct Pool {
-    target: Target,
+    pub(crate) target: Target,
     idle: Mutex<Vec<Conn>>,
     pub(crate) connect_timeout: Duration,
-    io_timeout: Option<Duration>,
-    retry_for: Duration,
+    pub(crate) io_timeout: Option<Duration>,
+    pub(crate) retry_for: Duration,
 }
 
 /// Whether an error may go away by reconnecting and trying again.
-fn transient(e: &redis::RedisError) -> bool {
+pub(crate) fn transient(e: &redis::RedisError) -> bool {
     let text = e.to_string().to_ascii_lowercase();
     e.is_io_error()
         || e.is_connection_dropped()

@@ -19,9 +19,15 @@
 //! to reconnect (at most `connect_timeout`); it never loses one.
 
 use std::collections::VecDeque;
+#[cfg(feature = "redis-async")]
+use std::future::Future;
+#[cfg(feature = "redis-async")]
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::task::Wake;
+#[cfg(feature = "redis-async")]
+use std::task::{Context, Poll};
+use std::task::{Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -45,6 +51,48 @@ struct State {
     /// `(generation, due µs)`; `None`: anything may have changed (re-check).
     recent: VecDeque<(u64, Option<i64>)>,
     closed: bool,
+    /// Async waiters (`AsyncRedisQueue`), by registration id: woken, and the
+    /// list emptied, by every announcement, close and stop signal.
+    wakers: Vec<(u64, Waker)>,
+    #[cfg(feature = "redis-async")]
+    next_waker: u64,
+}
+
+impl State {
+    /// Whether a waiter that saw generation `seen`, planning to wake at
+    /// `plan`, must re-check now (the handle closed, or a message it has not
+    /// seen announces an earlier due time); moves `seen` on otherwise.
+    fn must_recheck(&self, seen: &mut u64, plan: Option<i64>) -> bool {
+        if self.closed {
+            return true;
+        }
+        if self.gen > *seen {
+            let oldest = self.recent.front().map_or(self.gen + 1, |&(g, _)| g);
+            if oldest > *seen + 1 {
+                return true; // some messages were dropped from `recent`: re-check
+            }
+            let relevant =
+                self.recent.iter().filter(|&&(g, _)| g > *seen).any(|&(_, due)| match (due, plan) {
+                    (None, _) | (_, None) => true,
+                    (Some(due), Some(plan)) => due < plan,
+                });
+            if relevant {
+                return true;
+            }
+            *seen = self.gen;
+        }
+        false
+    }
+
+    fn take_wakers(&mut self) -> Vec<(u64, Waker)> {
+        std::mem::take(&mut self.wakers)
+    }
+}
+
+fn wake_all(wakers: Vec<(u64, Waker)>) {
+    for (_, w) in wakers {
+        w.wake();
+    }
 }
 
 impl Notifier {
@@ -61,13 +109,34 @@ impl Notifier {
         if s.recent.len() > KEEP {
             s.recent.pop_front();
         }
+        let wakers = s.take_wakers();
         drop(s);
         self.changed.notify_all();
+        wake_all(wakers);
     }
 
     pub(crate) fn close(&self) {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).closed = true;
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.closed = true;
+        let wakers = s.take_wakers();
+        drop(s);
         self.changed.notify_all();
+        wake_all(wakers);
+    }
+
+    /// The async `wait`, without its time limit (the caller races it with a
+    /// timer): ready when a waiter that saw `seen` and plans to wake at
+    /// `plan` must re-check, or `stop` is raised. Registers the task's waker
+    /// and checks under the state lock (register and re-check), so an
+    /// announcement is either seen or wakes the task.
+    #[cfg(feature = "redis-async")]
+    pub(crate) fn notified<'a>(
+        &'a self,
+        seen: u64,
+        plan: Option<i64>,
+        stop: Option<&'a StopSignal>,
+    ) -> Notified<'a> {
+        Notified { notifier: self, seen, plan, stop, id: None }
     }
 
     /// Sleeps until `until` (`None`: no limit), unless a message newer than
@@ -86,23 +155,8 @@ impl Notifier {
         loop {
             // Checked under the state lock, which the wake below takes before
             // it notifies: a raise is either seen here or wakes the wait.
-            if s.closed || stop.is_some_and(StopSignal::is_raised) {
+            if stop.is_some_and(StopSignal::is_raised) || s.must_recheck(&mut seen, plan) {
                 return;
-            }
-            if s.gen > seen {
-                let oldest = s.recent.front().map_or(s.gen + 1, |&(g, _)| g);
-                if oldest > seen + 1 {
-                    return; // some messages were dropped from `recent`: re-check
-                }
-                let relevant =
-                    s.recent.iter().filter(|&&(g, _)| g > seen).any(|&(_, due)| match (due, plan) {
-                        (None, _) | (_, None) => true,
-                        (Some(due), Some(plan)) => due < plan,
-                    });
-                if relevant {
-                    return;
-                }
-                seen = s.gen;
             }
             match until {
                 None => s = self.changed.wait(s).unwrap_or_else(PoisonError::into_inner),
@@ -126,8 +180,56 @@ impl Wake for Notifier {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        drop(self.state.lock().unwrap_or_else(PoisonError::into_inner));
+        let wakers = self.state.lock().unwrap_or_else(PoisonError::into_inner).take_wakers();
         self.changed.notify_all();
+        wake_all(wakers);
+    }
+}
+
+/// The future of [`Notifier::notified`]; its registration ends when dropped.
+#[cfg(feature = "redis-async")]
+pub(crate) struct Notified<'a> {
+    notifier: &'a Notifier,
+    seen: u64,
+    plan: Option<i64>,
+    stop: Option<&'a StopSignal>,
+    id: Option<u64>,
+}
+
+#[cfg(feature = "redis-async")]
+impl Future for Notified<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        let mut s = this.notifier.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(id) = this.id.take() {
+            s.wakers.retain(|(i, _)| *i != id);
+        }
+        // The stop signal's waker (registered by the caller) is this
+        // notifier, whose wake takes this lock: a raise is seen here or wakes.
+        if this.stop.is_some_and(StopSignal::is_raised) || s.must_recheck(&mut this.seen, this.plan) {
+            return Poll::Ready(());
+        }
+        let id = s.next_waker;
+        s.next_waker += 1;
+        s.wakers.push((id, cx.waker().clone()));
+        this.id = Some(id);
+        Poll::Pending
+    }
+}
+
+#[cfg(feature = "redis-async")]
+impl Drop for Notified<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.notifier
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .wakers
+                .retain(|(i, _)| *i != id);
+        }
     }
 }
 

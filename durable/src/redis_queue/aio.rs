@@ -1,0 +1,400 @@
+//! [`AsyncRedisQueue`]: the Redis backend's async client (feature
+//! `redis-async`), on the `redis` crate's multiplexed async connection.
+
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
+use std::time::{Duration, Instant, SystemTime};
+
+use redis::aio::MultiplexedConnection;
+use redis::{FromRedisValue, ScriptInvocation, Value};
+
+use super::pool::{redis_error, transient, Target};
+use super::{parse_dead, parse_reserve, parse_stats, RedisQueue, MAX_RESERVE};
+use crate::async_contract::AsyncJobQueue;
+use crate::error::DurableError;
+use crate::job::{check_kind, clip_error, Job, JobId, Stats};
+use crate::stop::StopSignal;
+
+/// A [`RedisQueue`] with async methods ([`AsyncJobQueue`]), its commands on
+/// one multiplexed connection (the `redis` crate's
+/// [`MultiplexedConnection`]: every task's commands pipelined on one socket).
+///
+/// **It needs a tokio runtime** with its time driver (`enable_time` or
+/// `enable_all`): the `redis` crate's async connection runs on tokio, and
+/// waits and retry backoffs use tokio's timer. (The embedded queue's
+/// [`AsyncDurableQueue`](crate::AsyncDurableQueue) needs no runtime.) One
+/// server only: a cluster queue is refused (`InvalidArgument`).
+///
+/// It shares the `RedisQueue` it is made from — its scripts, nonces, lease
+/// tokens and wake-up watcher thread (the one subscription per handle) —
+/// and behaves as it does: the same scripts, the same server clock, no
+/// polling (a waiting `reserve` suspends until the earliest due time the
+/// server reported or a wake-up message announces an earlier one), and the
+/// same retries across a dropped connection (the connection reopened, with
+/// backoff, for `retry_for`; a retried change counts once, by its nonce).
+///
+/// # Cancellation safety
+///
+/// A dropped `reserve*` future loses no job. Dropped while it waits for a
+/// due job it holds none. Dropped while its reserve script is in flight, the
+/// script may still run on the server and lease a job to nobody: that job is
+/// due again when its lease ends, as its next attempt (attempt + 1), as with
+/// a reserve whose reply was lost. A change's future dropped in flight may or
+/// may not have been applied, as a call whose reply was lost.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use delayq_durable::{AsyncJobQueue, AsyncRedisQueue};
+///
+/// # async fn run() -> Result<(), delayq_durable::DurableError> {
+/// let q = AsyncRedisQueue::connect("redis://127.0.0.1:6379/", "emails")?;
+/// q.send_after(b"welcome mail for user 7", Duration::from_secs(60)).await?;
+/// let job = q.reserve(Duration::from_secs(30)).await?; // suspends the task, not the thread
+/// assert!(q.ack(&job).await?);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct AsyncRedisQueue {
+    queue: RedisQueue,
+    con: Arc<Con>,
+}
+
+/// The multiplexed connection, opened on first use and again after a
+/// transient failure.
+struct Con {
+    client: redis::Client,
+    config: redis::AsyncConnectionConfig,
+    current: Mutex<Option<MultiplexedConnection>>,
+}
+
+impl fmt::Debug for AsyncRedisQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncRedisQueue").field("name", &self.queue.name()).finish()
+    }
+}
+
+impl AsyncRedisQueue {
+    /// Connects with the defaults, as [`RedisQueue::connect`] (a blocking
+    /// call — it reaches the server and starts the watcher — meant for
+    /// start-up; call it outside async code or in `spawn_blocking`), and
+    /// makes the async client.
+    pub fn connect(url: &str, name: &str) -> Result<AsyncRedisQueue, DurableError> {
+        AsyncRedisQueue::new(RedisQueue::connect(url, name)?)
+    }
+
+    /// The async client of `queue` (made with [`RedisQueue::builder`] for
+    /// options); its connection opens on first use.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::InvalidArgument`] for a queue on a Redis Cluster.
+    pub fn new(queue: RedisQueue) -> Result<AsyncRedisQueue, DurableError> {
+        let pool = &queue.inner.pool;
+        let Target::One(client) = &pool.target else {
+            return Err(DurableError::InvalidArgument(
+                "the async Redis client supports one server, not a cluster",
+            ));
+        };
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(pool.connect_timeout))
+            .set_response_timeout(pool.io_timeout);
+        let con = Con { client: client.clone(), config, current: Mutex::new(None) };
+        Ok(AsyncRedisQueue { queue, con: Arc::new(con) })
+    }
+
+    /// The same queue with blocking calls.
+    pub fn blocking(&self) -> &RedisQueue {
+        &self.queue
+    }
+
+    /// As [`RedisQueue::close`].
+    pub fn close(&self) {
+        self.queue.close();
+    }
+
+    async fn connection(&self) -> redis::RedisResult<MultiplexedConnection> {
+        let current = self.con.current.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if let Some(con) = current {
+            return Ok(con);
+        }
+        let con = self.con.client.get_multiplexed_async_connection_with_config(&self.con.config).await?;
+        *self.con.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(con.clone());
+        Ok(con)
+    }
+
+    /// Runs a script, retrying transient failures on a fresh connection
+    /// with backoff (5 ms doubling to 500 ms) for `retry_for`, as the
+    /// blocking client's pool does.
+    async fn run<T: FromRedisValue>(
+        &self,
+        doing: &str,
+        inv: &ScriptInvocation<'_>,
+    ) -> Result<T, DurableError> {
+        let retry_for = self.queue.inner.pool.retry_for;
+        let start = Instant::now();
+        let mut backoff = Duration::from_millis(5);
+        loop {
+            let result = match self.connection().await {
+                Ok(mut con) => inv.invoke_async(&mut con).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(v) => return Ok(v),
+                Err(e) if transient(&e) && start.elapsed() < retry_for => {
+                    *self.con.current.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                    tokio::time::sleep(backoff.min(retry_for.saturating_sub(start.elapsed()))).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+                Err(e) if transient(&e) => {
+                    return Err(redis_error(
+                        e,
+                        &format!("{doing} (gave up after retrying for {retry_for:?})"),
+                    ))
+                }
+                Err(e) => return Err(redis_error(e, doing)),
+            }
+        }
+    }
+
+    async fn flag(&self, doing: &str, script: &redis::Script, args: &[String]) -> Result<bool, DurableError> {
+        let q = &self.queue;
+        let mut inv = script.key(&q.inner.prefix);
+        inv.arg(q.nonce()).arg(q.inner.nonce_ttl);
+        for a in args {
+            inv.arg(a);
+        }
+        Ok(self.run::<i64>(doing, &inv).await? == 1)
+    }
+
+    async fn send_delays(&self, jobs: &[(&str, &[u8], i64)]) -> Result<Vec<JobId>, DurableError> {
+        let q = &self.queue;
+        q.open()?;
+        for (_, payload, _) in jobs {
+            if payload.len() > q.inner.max_payload {
+                return Err(DurableError::PayloadTooLarge { len: payload.len(), max: q.inner.max_payload });
+            }
+        }
+        let mut inv = q.inner.scripts.send.key(&q.inner.prefix);
+        inv.arg(q.nonce()).arg(q.inner.nonce_ttl).arg(q.inner.max_attempts).arg(jobs.len());
+        for (kind, payload, delay) in jobs {
+            inv.arg(*delay).arg(*kind).arg(*payload);
+        }
+        let ids: Vec<i64> = self.run("sending", &inv).await?;
+        Ok(ids.into_iter().map(|id| JobId(id as u64)).collect())
+    }
+
+    /// As the blocking client's `reserve_many_until`: run the reserve script;
+    /// if nothing was due, suspend until the next due time the server
+    /// reported, a wake-up announcing an earlier one, `deadline`, or `stop`.
+    async fn reserve_until(
+        &self,
+        lease: Duration,
+        max: usize,
+        deadline: Option<Instant>,
+        stop: Option<&StopSignal>,
+    ) -> Result<Vec<Job>, DurableError> {
+        let q = &self.queue;
+        let lease_us = RedisQueue::lease_us(lease)?;
+        let max = max.min(MAX_RESERVE);
+        // A raised stop wakes the handle's notifier, which wakes its tasks.
+        let waker = std::task::Waker::from(q.inner.notifier.clone());
+        let _registered = match stop {
+            Some(stop) => match stop.register(&waker) {
+                Some(r) => Some(r),
+                None => return Ok(Vec::new()),
+            },
+            None => None,
+        };
+        loop {
+            q.open()?;
+            let seen = q.inner.notifier.generation();
+            let tokens: Vec<u64> = (0..max).map(|_| q.token()).collect();
+            let before = q.client_now_ns();
+            let mut inv = q.inner.scripts.reserve.key(&q.inner.prefix);
+            inv.arg(lease_us).arg(max).arg(&tokens);
+            let reply: Value = self.run("reserving", &inv).await?;
+            let (stamp, jobs, next) = parse_reserve(reply, before)?;
+            if !jobs.is_empty() {
+                return Ok(jobs);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) || stop.is_some_and(StopSignal::is_raised) {
+                return Ok(Vec::new());
+            }
+            let plan = next.and_then(|due| {
+                let wait = Duration::from_micros(due.saturating_sub(stamp.server_us).max(0) as u64);
+                Instant::now().checked_add(wait)
+            });
+            let until = match (plan, deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let mut notified = pin!(q.inner.notifier.notified(seen, next, stop));
+            let mut sleep = until.map(|t| Box::pin(tokio::time::sleep_until(t.into())));
+            poll_fn(|cx| {
+                if notified.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+                match sleep.as_mut() {
+                    Some(s) => Pin::new(s).poll(cx),
+                    None => Poll::Pending,
+                }
+            })
+            .await;
+            // A raised signal ends the wait at once, without another script.
+            if stop.is_some_and(StopSignal::is_raised) {
+                return Ok(Vec::new());
+            }
+        }
+    }
+}
+
+impl AsyncJobQueue for AsyncRedisQueue {
+    async fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        self.send_kind_at("", payload, at).await
+    }
+    async fn send_after(&self, payload: &[u8], delay: Duration) -> Result<JobId, DurableError> {
+        self.send_kind_after("", payload, delay).await
+    }
+    async fn send_kind_at(&self, kind: &str, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
+        check_kind(kind)?;
+        let delay = self.queue.delay_to(at)?;
+        one(self.send_delays(&[(kind, payload, delay)]).await)
+    }
+    async fn send_kind_after(
+        &self,
+        kind: &str,
+        payload: &[u8],
+        delay: Duration,
+    ) -> Result<JobId, DurableError> {
+        check_kind(kind)?;
+        let delay = RedisQueue::delay_us(delay)?;
+        one(self.send_delays(&[(kind, payload, delay)]).await)
+    }
+    async fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
+        let mut delays = Vec::with_capacity(jobs.len());
+        for (payload, at) in jobs {
+            delays.push(("", *payload, self.queue.delay_to(*at)?));
+        }
+        if delays.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.send_delays(&delays).await
+    }
+    async fn reserve(&self, lease: Duration) -> Result<Job, DurableError> {
+        loop {
+            if let Some(job) = self.reserve_until(lease, 1, None, None).await?.pop() {
+                return Ok(job);
+            }
+        }
+    }
+    async fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
+        Ok(self.reserve_until(lease, 1, Instant::now().checked_add(timeout), None).await?.pop())
+    }
+    async fn reserve_or_stop(&self, lease: Duration, stop: &StopSignal) -> Result<Option<Job>, DurableError> {
+        RedisQueue::lease_us(lease)?; // a bad lease is an error, raised signal or not
+        Ok(self.reserve_until(lease, 1, None, Some(stop)).await?.pop())
+    }
+    async fn reserve_many(
+        &self,
+        lease: Duration,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Job>, DurableError> {
+        if max == 0 {
+            return Err(DurableError::InvalidArgument("reserve_many needs max >= 1"));
+        }
+        self.reserve_until(lease, max, Instant::now().checked_add(timeout), None).await
+    }
+    async fn ack(&self, job: &Job) -> Result<bool, DurableError> {
+        if job.token == 0 {
+            return Ok(false);
+        }
+        self.flag("acking", &self.queue.inner.scripts.ack, &[job.id.0.to_string(), job.token.to_string()])
+            .await
+    }
+    async fn ack_many(&self, jobs: &[Job]) -> Result<Vec<bool>, DurableError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = &self.queue;
+        let mut inv = q.inner.scripts.ack_many.key(&q.inner.prefix);
+        inv.arg(q.nonce()).arg(q.inner.nonce_ttl).arg(jobs.len());
+        for job in jobs {
+            inv.arg(job.id.0).arg(job.token);
+        }
+        let flags: Vec<i64> = self.run("acking", &inv).await?;
+        Ok(flags.into_iter().map(|f| f == 1).collect())
+    }
+    async fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
+        let delay = self.queue.delay_to(retry_at)?;
+        if job.token == 0 {
+            return Ok(false);
+        }
+        let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string(), String::new()];
+        self.flag("nacking", &self.queue.inner.scripts.nack, &args).await
+    }
+    async fn nack_with_error(
+        &self,
+        job: &Job,
+        retry_at: SystemTime,
+        error: &str,
+    ) -> Result<bool, DurableError> {
+        let delay = self.queue.delay_to(retry_at)?;
+        if job.token == 0 {
+            return Ok(false);
+        }
+        let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string(), clip_error(error)];
+        self.flag("nacking", &self.queue.inner.scripts.nack, &args).await
+    }
+    async fn kill(&self, job: &Job, error: &str) -> Result<bool, DurableError> {
+        if job.token == 0 {
+            return Ok(false);
+        }
+        let args = [job.id.0.to_string(), job.token.to_string(), clip_error(error)];
+        self.flag("killing", &self.queue.inner.scripts.kill, &args).await
+    }
+    async fn extend(&self, job: &Job, lease: Duration) -> Result<bool, DurableError> {
+        let lease = RedisQueue::lease_us(lease)?;
+        if job.token == 0 {
+            return Ok(false);
+        }
+        let args = [job.id.0.to_string(), job.token.to_string(), lease.to_string()];
+        self.flag("extending", &self.queue.inner.scripts.extend, &args).await
+    }
+    async fn cancel(&self, id: JobId) -> Result<bool, DurableError> {
+        self.flag("cancelling", &self.queue.inner.scripts.cancel, &[id.0.to_string()]).await
+    }
+    async fn len(&self) -> Result<u64, DurableError> {
+        let s = self.stats().await?;
+        Ok(s.pending + s.leased)
+    }
+    async fn stats(&self) -> Result<Stats, DurableError> {
+        let inv = self.queue.inner.scripts.stats.key(&self.queue.inner.prefix);
+        let v: Vec<i64> = self.run("counting", &inv).await?;
+        Ok(parse_stats(&v))
+    }
+    async fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let before = self.queue.client_now_ns();
+        let last = limit.min(i64::MAX as usize) - 1;
+        let mut inv = self.queue.inner.scripts.dead.key(&self.queue.inner.prefix);
+        inv.arg(last);
+        let reply: Value = self.run("listing dead jobs", &inv).await?;
+        parse_dead(reply, before)
+    }
+    async fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
+        let delay = self.queue.delay_to(at)?;
+        let args = [id.0.to_string(), delay.to_string(), self.queue.inner.max_attempts.to_string()];
+        self.flag("requeueing", &self.queue.inner.scripts.requeue, &args).await
+    }
+}
+
+/// The one id of a one-job send.
+fn one(ids: Result<Vec<JobId>, DurableError>) -> Result<JobId, DurableError> {
+    ids?.first().copied().ok_or_else(|| DurableError::Redis("a send returned no id".into()))
+}

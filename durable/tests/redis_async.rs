@@ -1,0 +1,203 @@
+//! The Redis backend's async client (`AsyncRedisQueue`, feature
+//! `redis-async`) against a private `redis-server`: the conformance suite
+//! through a tokio runtime's `block_on`, then reserve futures dropped at
+//! every point (nothing lost; a lease the server took for a dropped future
+//! comes back at its end as the next attempt), no wake-ups while idle.
+#![cfg(feature = "redis-async")]
+
+mod async_adapter;
+mod conformance;
+mod redis_server;
+
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Poll, Waker};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use async_adapter::{poll_once, BlockOn, CountingWaker, Tokio};
+use conformance::{ms, Opts, PATIENCE};
+use delayq_durable::{AsyncJobQueue, AsyncRedisQueue, DurableError, RedisQueue, StopSignal};
+use redis_server::RedisServer;
+
+/// The server the cases share (each case uses its own queue name).
+fn shared() -> Option<&'static RedisServer> {
+    static SERVER: OnceLock<Option<&'static RedisServer>> = OnceLock::new();
+    *SERVER.get_or_init(|| {
+        if !redis_server::available() {
+            return None;
+        }
+        // Started from a thread that never ends: the server's death signal is
+        // tied to the thread that spawned it, and test threads come and go.
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let server: &'static RedisServer = Box::leak(Box::new(RedisServer::start("async")));
+            tx.send(server).unwrap();
+            loop {
+                thread::park();
+            }
+        });
+        Some(rx.recv().unwrap())
+    })
+}
+
+fn unique(tag: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!("{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+fn open_async(opts: Opts) -> Option<BlockOn<AsyncRedisQueue, Tokio>> {
+    let server = shared()?;
+    let queue = RedisQueue::builder()
+        .max_attempts(opts.max_attempts)
+        .max_payload(opts.max_payload)
+        .connect(&server.url(), &unique("aconf"))
+        .unwrap();
+    Some(BlockOn {
+        q: AsyncRedisQueue::new(queue).unwrap(),
+        exec: Arc::new(Tokio::new()),
+        _keep: Box::new(()),
+    })
+}
+
+conformance_tests!(super::open_async);
+
+fn fresh() -> Option<(AsyncRedisQueue, Tokio)> {
+    let server = shared()?;
+    Some((AsyncRedisQueue::connect(&server.url(), &unique("own")).unwrap(), Tokio::new()))
+}
+
+fn counting() -> (Arc<CountingWaker>, Waker) {
+    let c = Arc::new(CountingWaker::default());
+    (c.clone(), Waker::from(c))
+}
+
+const LEASE: Duration = Duration::from_secs(60);
+
+#[test]
+fn a_reserve_polled_once_and_dropped_before_the_job_is_due_takes_nothing() {
+    let Some((q, rt)) = fresh() else { return };
+    rt.0.block_on(q.send_after(b"later", ms(300))).unwrap();
+    rt.0.block_on(async {
+        let stop = StopSignal::new();
+        let mut a = pin!(q.reserve(LEASE));
+        let mut b = pin!(q.reserve_timeout(LEASE, PATIENCE));
+        let mut c = pin!(q.reserve_or_stop(LEASE, &stop));
+        // Let each run its script (nothing is due yet) and suspend.
+        for _ in 0..20 {
+            poll_fn(|cx| {
+                assert!(a.as_mut().poll(cx).is_pending());
+                assert!(b.as_mut().poll(cx).is_pending());
+                assert!(c.as_mut().poll(cx).is_pending());
+                Poll::Ready(())
+            })
+            .await;
+            tokio::time::sleep(ms(5)).await;
+        }
+    });
+    let job = rt.0.block_on(q.reserve_timeout(LEASE, PATIENCE)).unwrap().expect("delivered");
+    assert_eq!(job.attempt(), 1);
+    assert!(rt.0.block_on(q.ack(&job)).unwrap());
+}
+
+#[test]
+fn a_reserve_dropped_in_flight_loses_nothing_and_a_lease_it_took_comes_back_as_the_next_attempt() {
+    let Some((q, rt)) = fresh() else { return };
+    let lease = ms(400);
+    let mut seen_taken = 0;
+    for round in 0..12u64 {
+        rt.0.block_on(q.send_after(b"due", ms(0))).unwrap();
+        rt.0.block_on(async {
+            let mut f = pin!(q.reserve(lease));
+            let mut done = None;
+            poll_fn(|cx| {
+                if let Poll::Ready(r) = f.as_mut().poll(cx) {
+                    done = Some(r);
+                }
+                Poll::Ready(())
+            })
+            .await;
+            if done.is_none() {
+                tokio::time::sleep(Duration::from_micros(round * 100)).await;
+            }
+            if let Some(job) = done {
+                // Completed: it was delivered; acking settles it.
+                assert!(q.ack(&job.unwrap()).await.unwrap());
+            }
+        });
+        // Whatever the script did for the dropped future is done by now.
+        thread::sleep(ms(50));
+        let stats = rt.0.block_on(q.stats()).unwrap();
+        if stats.pending + stats.leased == 0 {
+            continue; // it completed and was acked above
+        }
+        let taken = stats.leased == 1;
+        seen_taken += usize::from(taken);
+        let started = Instant::now();
+        let job = rt.0.block_on(q.reserve_timeout(LEASE, PATIENCE)).unwrap().expect("nothing lost");
+        if taken {
+            assert_eq!(job.attempt(), 2, "a lease taken for nobody ends, then the next attempt");
+            assert!(started.elapsed() >= lease - ms(100));
+        } else {
+            assert_eq!(job.attempt(), 1);
+        }
+        assert!(rt.0.block_on(q.ack(&job)).unwrap());
+    }
+    eprintln!("leases taken for dropped futures: {seen_taken} of 12");
+}
+
+#[test]
+fn an_idle_reserve_is_not_woken() {
+    let Some((q, rt)) = fresh() else { return };
+    rt.0.block_on(q.send_after(b"in an hour", Duration::from_secs(3600))).unwrap();
+    let (woken, waker) = counting();
+    let stop = StopSignal::new();
+    let _guard = rt.0.enter();
+    let mut f = pin!(q.reserve_or_stop(LEASE, &stop));
+    // Drive it until its script has answered and it sleeps on the notifier.
+    let until = Instant::now() + PATIENCE;
+    let mut before = 0;
+    while Instant::now() < until {
+        assert!(poll_once(f.as_mut(), &waker).is_none());
+        thread::sleep(ms(100));
+        let now = woken.0.load(Ordering::SeqCst);
+        if now == before {
+            break;
+        }
+        before = now;
+    }
+    thread::sleep(ms(500));
+    assert_eq!(woken.0.load(Ordering::SeqCst), before, "no wake-up while idle");
+    stop.raise();
+    assert!(woken.0.load(Ordering::SeqCst) > before, "the stop signal wakes it");
+    assert_eq!(poll_once(f.as_mut(), &waker).map(Result::unwrap), Some(None));
+}
+
+#[test]
+fn a_send_from_elsewhere_wakes_a_waiting_async_reserve() {
+    let Some((q, rt)) = fresh() else { return };
+    let other = q.blocking().clone();
+    let t = thread::spawn(move || {
+        thread::sleep(ms(100));
+        other.send_after(b"now", ms(0)).unwrap();
+    });
+    let started = Instant::now();
+    let job = rt.0.block_on(q.reserve(LEASE)).unwrap();
+    assert_eq!(job.payload(), b"now");
+    assert!(started.elapsed() < Duration::from_secs(3), "woken by the announcement, not a poll");
+    t.join().unwrap();
+}
+
+#[test]
+fn close_ends_waiting_async_reserves() {
+    let Some((q, rt)) = fresh() else { return };
+    let q2 = q.clone();
+    let t = thread::spawn(move || {
+        thread::sleep(ms(50));
+        q2.close();
+    });
+    assert!(matches!(rt.0.block_on(q.reserve(LEASE)), Err(DurableError::Closed)));
+    t.join().unwrap();
+}
