@@ -136,9 +136,8 @@ impl AsyncDurableQueue {
         let mut recv = self.queue.timers().recv_async();
         let mut registered: Option<Registration<'_>> = None;
         poll_fn(|cx| {
-            if let Poll::Ready(r) = Pin::new(&mut recv).poll(cx) {
-                return Poll::Ready(r.map(Some).map_err(|_| DurableError::Closed));
-            }
+            // The signal first: once it is raised, no job is taken, even a
+            // due one (as the blocking `reserve_or_stop`).
             if let Some(stop) = stop {
                 // Registered anew with this poll's waker, then checked.
                 drop(registered.take());
@@ -146,6 +145,9 @@ impl AsyncDurableQueue {
                 if registered.is_none() {
                     return Poll::Ready(Ok(None));
                 }
+            }
+            if let Poll::Ready(r) = Pin::new(&mut recv).poll(cx) {
+                return Poll::Ready(r.map(Some).map_err(|_| DurableError::Closed));
             }
             if let Some(alarm) = alarm.as_mut() {
                 if Pin::new(alarm).poll(cx).is_ready() {

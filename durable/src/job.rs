@@ -53,8 +53,9 @@ impl Job {
 
     /// The message of the last failed attempt that gave one (a handler's
     /// error or panic, stored by [`nack_with_error`](crate::JobQueue::nack_with_error)
-    /// or [`kill`](crate::JobQueue::kill)), at most 4 KiB; `None` if no
-    /// attempt failed with a message.
+    /// or [`kill`](crate::JobQueue::kill); `"lease expired (attempt N)"` when
+    /// attempt N's lease ran out without an ack, on either backend), at most
+    /// 4 KiB; `None` if no attempt failed with a message.
     pub fn last_error(&self) -> Option<&str> {
         self.last_error.as_deref()
     }

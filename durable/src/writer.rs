@@ -672,6 +672,11 @@ impl Writer {
                                 Some(_) if rec.gen == gen => {
                                     let from = rec.state;
                                     rec.gen += 1;
+                                    if from == State::Leased {
+                                        // Its last lease ran out: the reason it is
+                                        // delivered again (or dead), as `Job::last_error`.
+                                        rec.error = Some(format!("lease expired (attempt {})", rec.attempt));
+                                    }
                                     if from == State::Leased && rec.attempt >= rec.dead_after {
                                         // Its last lease expired: dead.
                                         rec.state = State::Dead;

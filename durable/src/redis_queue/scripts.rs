@@ -101,12 +101,12 @@ for _, id in ipairs(expired) do
   if not f[1] or not f[2] or not f[3] then
     -- The hash is gone: nothing to redeliver.
   elseif tonumber(f[1]) >= tonumber(f[2]) then
-    redis.call('HSET', k, 'state', 'd', 'token', 0)
+    redis.call('HSET', k, 'state', 'd', 'token', 0, 'error', 'lease expired (attempt ' .. f[1] .. ')')
     redis.call('ZADD', p .. 'dead', now, id)
   else
     -- Due again; the token stays, so a late ack still counts until the job
-    -- is leased to someone else.
-    redis.call('HSET', k, 'state', 'p')
+    -- is leased to someone else. Why it came back is its last error.
+    redis.call('HSET', k, 'state', 'p', 'error', 'lease expired (attempt ' .. f[1] .. ')')
     redis.call('ZADD', p .. 'pending', f[3], id)
   end
 end

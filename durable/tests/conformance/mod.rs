@@ -108,6 +108,7 @@ pub fn an_expired_lease_redelivers_and_the_stale_ack_fails(q: impl JobQueue) {
     assert!(SystemTime::now() >= asked + ms(100), "redelivered before the lease ended");
     assert_eq!(second.id(), id);
     assert_eq!(second.attempt(), 2);
+    assert_eq!(second.last_error(), Some("lease expired (attempt 1)"), "why it came back");
     assert!(close_to(second.deadline(), first.deadline()), "a redelivery keeps its deadline");
     assert!(!q.ack(&first).unwrap(), "a stale ack must not delete a re-leased job");
     assert!(!q.extend(&first, LEASE).unwrap());
@@ -172,6 +173,8 @@ pub fn failed_deliveries_go_dead_and_can_be_requeued(q: impl JobQueue) {
     assert_eq!((k1.id(), k2.id(), k2.attempt()), (other, other, 2));
     assert_eq!(q.reserve_timeout(LEASE, ms(200)).unwrap(), None);
     assert_eq!(q.stats().unwrap().dead, 2);
+    let slow = q.dead_jobs(10).unwrap().into_iter().find(|j| j.id() == other).expect("dead");
+    assert_eq!(slow.last_error(), Some("lease expired (attempt 2)"), "a death by lease says so");
 
     assert!(q.requeue_dead(id, SystemTime::now()).unwrap());
     assert!(!q.requeue_dead(id, SystemTime::now()).unwrap(), "not dead any more");
