@@ -52,7 +52,8 @@ fn seven_metrics_follow_adds_gets_and_dones() {
     clock.advance(ms(7));
     let b = q.get().unwrap(); // waited 10 ms
     clock.advance(ms(2));
-    // t = 12: "a" has run 9 ms, "b" 2 ms; `stats` refreshes the gauges.
+    q.add("b"); // t = 12: the same, for "b"
+                // t = 12: "a" has run 9 ms, "b" 2 ms; `stats` refreshes the gauges.
     q.stats();
     let s = rec.snapshot();
     assert_eq!(
@@ -79,10 +80,11 @@ fn seven_metrics_follow_adds_gets_and_dones() {
             "workqueue_work_duration_seconds",
         ]
     );
-    assert_eq!(s.counter("workqueue_adds_total", PODS), 3);
+    assert_eq!(s.counter("workqueue_adds_total", PODS), 4);
     assert_eq!(s.counter("workqueue_retries_total", PODS), 0);
-    // client-go's depth: added and not yet handed out ("a", waiting for done).
-    assert_eq!(s.gauge("workqueue_depth", PODS), 1.0);
+    // client-go's depth: added and not yet handed out ("a" and "b", waiting
+    // for their `done`), where `len` counts the FIFO only.
+    assert_eq!(s.gauge("workqueue_depth", PODS), 2.0);
     assert_eq!(q.len(), 0);
     assert_eq!(s.histogram("workqueue_queue_duration_seconds", PODS), [secs(ms(3)), secs(ms(10))]);
     assert_eq!(s.histogram("workqueue_work_duration_seconds", PODS), Vec::<f64>::new());
@@ -92,22 +94,23 @@ fn seven_metrics_follow_adds_gets_and_dones() {
     // A snapshot hands counters and histograms over and resets them (and the
     // gauges): what follows is counted from here.
     // t = 12: "a" done (9 ms of work) goes back to the FIFO; t = 16: "b" done
-    // (6 ms); "a" handed out again, 13 ms after its add at t = 3; "z" added.
+    // (6 ms), back to the FIFO too; "a" handed out again, 13 ms after its add
+    // at t = 3; "z" added.
     q.done(&a);
     clock.advance(ms(4));
     q.done(&b);
     let a = q.get().unwrap();
     q.add("z");
     clock.advance(ms(1));
-    let _z = q.get().unwrap(); // t = 17, waited 1 ms
+    let _b = q.get().unwrap(); // t = 17, 5 ms after its add at t = 12
     clock.advance(ms(2));
-    q.done(&a); // t = 19: 3 ms; "z" has run 2 ms
-    q.add("y");
+    q.done(&a); // t = 19: 3 ms; "b" has run 2 ms
+    q.add("y"); // "z" and "y" wait
     let s = rec.snapshot();
     assert_eq!(s.counter("workqueue_adds_total", PODS), 2);
     assert_eq!(s.histogram("workqueue_work_duration_seconds", PODS), [secs(ms(9)), secs(ms(6)), secs(ms(3))]);
-    assert_eq!(s.histogram("workqueue_queue_duration_seconds", PODS), [secs(ms(13)), secs(ms(1))]);
-    assert_eq!(s.gauge("workqueue_depth", PODS), 1.0);
+    assert_eq!(s.histogram("workqueue_queue_duration_seconds", PODS), [secs(ms(13)), secs(ms(5))]);
+    assert_eq!(s.gauge("workqueue_depth", PODS), 2.0);
     assert_eq!(s.gauge("workqueue_unfinished_work_seconds", PODS), secs(ms(2)));
     assert_eq!(s.gauge("workqueue_longest_running_processor_seconds", PODS), secs(ms(2)));
 }
