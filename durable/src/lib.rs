@@ -99,6 +99,7 @@ mod inspect;
 mod job;
 #[cfg(feature = "serde")]
 mod kind;
+mod metrics;
 mod queue;
 mod record;
 #[cfg(feature = "redis")]

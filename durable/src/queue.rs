@@ -150,6 +150,7 @@ impl DurableQueue {
         let (timers_tx, timers_rx) = delayq::Builder::new()
             .unbounded()
             .thread_name_prefix("delayq-durable")
+            .name(format!("durable/{}", path.display()))
             .build::<Timer>()
             .map_err(|e| DurableError::Storage(format!("starting the timer queue: {e}")))?;
         let counters = Arc::new(Counters::default());
@@ -177,6 +178,7 @@ impl DurableQueue {
             durability: options.durability,
             expect: 0,
             last_commit: Duration::ZERO,
+            metrics: crate::metrics::Metrics::new(&path.display().to_string()),
         };
         let handle = std::thread::Builder::new()
             .name("delayq-durable-writer".into())

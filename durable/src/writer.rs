@@ -147,7 +147,7 @@ pub(crate) enum Scan {
     Id(u64),
 }
 
-enum Outcome {
+pub(crate) enum Outcome {
     Ids(Vec<JobId>),
     Job(Option<Job>),
     Flag(bool),
@@ -255,11 +255,14 @@ pub(crate) struct Writer {
     pub(crate) expect: usize,
     /// How long the last commit took.
     pub(crate) last_commit: Duration,
+    /// What goes to the `metrics` facade (nothing without the feature).
+    pub(crate) metrics: crate::metrics::Metrics,
 }
 
-/// Per-state count changes of one batch, applied after its commit.
+/// Per-state count changes of one batch, applied after its commit, and its
+/// expired leases acted on (for the metrics).
 #[derive(Default)]
-struct Deltas([i64; 3]);
+struct Deltas([i64; 3], u64);
 
 impl Deltas {
     fn moved(&mut self, from: Option<State>, to: Option<State>) {
@@ -287,6 +290,7 @@ impl Writer {
         // Declared after `self`, so dropped before it (and before the database
         // handle, whose own drop may touch a damaged file).
         let _closing = Closing(self.mailbox.clone());
+        self.metrics.counts(&self.counters);
         let mut unsynced_since: Option<Instant> = None;
         loop {
             let mut batch = {
@@ -423,6 +427,7 @@ impl Writer {
                 add(&self.counters.pending, deltas.0[State::Pending as usize]);
                 add(&self.counters.leased, deltas.0[State::Leased as usize]);
                 add(&self.counters.dead, deltas.0[State::Dead as usize]);
+                self.metrics.committed(batch, &outcomes, deltas.1, self.last_commit, durable, &self.counters);
                 for act in acts {
                     // A panic here (none is known) loses one timer, not the writer.
                     let _ = self.guarded("arming a timer", |w| {
@@ -671,6 +676,7 @@ impl Writer {
                                 }
                                 Some(_) if rec.gen == gen => {
                                     let from = rec.state;
+                                    deltas.1 += u64::from(from == State::Leased); // an expired lease
                                     rec.gen += 1;
                                     if from == State::Leased {
                                         // Its last lease ran out: the reason it is

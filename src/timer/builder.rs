@@ -1,13 +1,14 @@
-//! Building a scheduler: worker threads and clock; starting the queue, the pool
+//! Building a scheduler: worker threads, clock and name; starting the queue, the pool
 //! and the dispatcher.
 
+use super::metrics::Metrics;
 use super::scheduler::{Inner, Scheduler};
 use super::BuildError;
 use crate::sync::{AtomicU64, Ordering};
 use crate::{Builder, Clock};
 use std::sync::Arc;
 
-/// Configures a [`Scheduler`]: worker threads and clock.
+/// Configures a [`Scheduler`]: worker threads, clock and name.
 ///
 /// # Examples
 ///
@@ -28,7 +29,12 @@ use std::sync::Arc;
 pub struct SchedulerBuilder {
     threads: Option<usize>,
     clock: Clock,
+    /// `None`: [`DEFAULT_NAME`].
+    name: Option<String>,
 }
+
+/// The name of a scheduler whose builder was given none.
+const DEFAULT_NAME: &str = "timer";
 
 impl SchedulerBuilder {
     /// Runs callbacks on `n` worker threads (default: one per available CPU).
@@ -68,6 +74,30 @@ impl SchedulerBuilder {
         self
     }
 
+    /// The scheduler's name: the `scheduler` label of the `delayq_timer_*`
+    /// metrics it reports with the `metrics` feature (docs/METRICS.md), so
+    /// that the schedulers of one process are told apart; give each its own.
+    /// `"timer"` unless set. Its queue, a core queue, reports the `delayq_*`
+    /// metrics as `queue="timer/<name>"`. Without the feature the name is
+    /// kept and unused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::timer::Scheduler;
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let s = Scheduler::builder().name("sessions").build().unwrap();
+    /// let (tx, rx) = mpsc::channel();
+    /// s.schedule_after(Duration::ZERO, move || tx.send("expired").unwrap());
+    /// assert_eq!(rx.recv().unwrap(), "expired");
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> SchedulerBuilder {
+        self.name = Some(name.into());
+        self
+    }
+
     /// Starts the scheduler: a `delayq` queue (threads `delayq-timer-enqueue`
     /// and `delayq-timer-dequeue`), the dispatcher (`delayq-timer-dispatch`) and
     /// the worker pool (`delayq-timer-worker-<i>`).
@@ -93,8 +123,11 @@ impl SchedulerBuilder {
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
+        let name = self.name.as_deref().unwrap_or(DEFAULT_NAME);
+        let metrics = Metrics::new(name);
         let panicked = Arc::new(AtomicU64::new(0));
         let counter = panicked.clone();
+        let handler_metrics = metrics.clone();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("delayq-timer-worker-{i}"))
@@ -104,13 +137,17 @@ impl SchedulerBuilder {
             .panic_handler(move |payload| {
                 // Relaxed: a statistic, as `Scheduler::panicked`.
                 counter.fetch_add(1, Ordering::Relaxed);
+                handler_metrics.panicked(1);
                 std::mem::forget(payload);
             })
             .build()
             .map_err(|e| BuildError::ThreadPool(e.to_string()))?;
-        let (tx, rx) =
-            Builder::new().clock(self.clock.clone()).thread_name_prefix("delayq-timer").build::<u64>()?;
-        let inner = Arc::new(Inner::new(self.clock, tx, rx, pool, panicked));
+        let (tx, rx) = Builder::new()
+            .clock(self.clock.clone())
+            .thread_name_prefix("delayq-timer")
+            .name(format!("timer/{name}"))
+            .build::<u64>()?;
+        let inner = Arc::new(Inner::new(self.clock, tx, rx, pool, panicked, metrics));
         let me = inner.clone();
         let dispatcher = crate::sync::thread::Builder::new()
             .name("delayq-timer-dispatch".to_owned())

@@ -9,6 +9,13 @@
 //! panics, a clean [`shutdown`](Scheduler::shutdown), and a [`MockClock`]
 //! for deterministic tests.
 //!
+//! With the cargo feature `metrics`, a scheduler reports through the
+//! [`metrics`](https://docs.rs/metrics) facade, labelled `scheduler` (its
+//! [`SchedulerBuilder::name`]): timers scheduled, fired and cancelled, caught
+//! panics (counters), and each run's lateness and callback duration
+//! (histograms, measured on the scheduler's clock). docs/METRICS.md has the
+//! table.
+//!
 //! [`MockClock`]: crate::MockClock
 //!
 //! ```
@@ -43,6 +50,7 @@
 
 mod builder;
 mod error;
+mod metrics;
 mod missed;
 mod scheduler;
 

@@ -26,6 +26,7 @@
 //! facade for its own locks and condition variable (it is not one of the
 //! loom-checked protocols).
 
+use super::metrics::Metrics;
 use super::missed::MissedTicks;
 use crate::contain::{dispose, drop_contained};
 use crate::sync::{lock, thread::JoinHandle, AtomicU64, Condvar, IdCounter, Mutex, Ordering};
@@ -189,6 +190,9 @@ pub(super) struct Inner {
     next_seq: AtomicU64,
     /// Shared with the pool's panic handler.
     panicked: Arc<AtomicU64>,
+    /// What goes to the `metrics` facade (nothing without the feature); its
+    /// handles are shared with the pool's panic handler.
+    metrics: Metrics,
     dispatcher: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -270,6 +274,7 @@ impl Inner {
         rx: Receiver<u64>,
         pool: rayon::ThreadPool,
         panicked: Arc<AtomicU64>,
+        metrics: Metrics,
     ) -> Inner {
         Inner {
             // Process-wide unique, so that a `TimerId` of one scheduler never
@@ -284,6 +289,7 @@ impl Inner {
             runs: Mutex::new(VecDeque::new()),
             next_seq: AtomicU64::new(0),
             panicked,
+            metrics,
             dispatcher: Mutex::new(None),
         }
     }
@@ -355,7 +361,7 @@ impl Inner {
         let here = RunningHere::enter(self.id);
         let leftover = match run.task {
             Task::Once(f) => {
-                self.call(f);
+                self.call(Some(run.due), f);
                 lock(&self.state).timers.remove(&run.seq)
             }
             Task::Every(f) => {
@@ -377,13 +383,16 @@ impl Inner {
         missed: MissedTicks,
         mut f: Box<dyn FnMut() + Send>,
     ) -> Option<Entry> {
-        self.call(&mut f);
+        self.call(Some(due), &mut f);
         let plan = missed.plan(due, self.clock.now(), interval);
-        for _ in 0..plan.extra {
+        for k in 1..=plan.extra {
             if !Inner::may_run(&lock(&self.state), seq) {
                 break;
             }
-            self.call(&mut f);
+            // The missed grid time this catch-up run stands for (`extra` is
+            // below `BURST_LIMIT`, so `k` fits a `u32`).
+            let tick = u32::try_from(k).ok().and_then(|k| interval.checked_mul(k));
+            self.call(tick.and_then(|d| due.checked_add(d)), &mut f);
         }
         let mut st = lock(&self.state);
         if !Inner::may_run(&st, seq) {
@@ -414,9 +423,13 @@ impl Inner {
         None
     }
 
-    /// Runs a callback, catching and counting a panic.
-    fn call(&self, f: impl FnOnce()) {
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+    /// Runs a callback due at `due` (its grid time), catching and counting a
+    /// panic; the metrics see it fire and return either way.
+    fn call(&self, due: Option<Instant>, f: impl FnOnce()) {
+        let fire = self.metrics.fire(&self.clock, due);
+        let result = catch_unwind(AssertUnwindSafe(f));
+        self.metrics.returned(&self.clock, fire);
+        if let Err(payload) = result {
             self.count_panic(payload);
         }
     }
@@ -429,11 +442,13 @@ impl Inner {
         let panics = drop_contained(values);
         // Relaxed: a statistic, read on its own.
         self.panicked.fetch_add(panics, Ordering::Relaxed);
+        self.metrics.panicked(panics);
     }
 
     fn count_panic(&self, payload: Box<dyn std::any::Any + Send>) {
         // Relaxed: a statistic, read on its own.
         self.panicked.fetch_add(1, Ordering::Relaxed);
+        self.metrics.panicked(1);
         dispose(payload);
     }
 
@@ -458,6 +473,8 @@ impl Inner {
             None => None,
         };
         st.timers.insert(seq, Entry { task: Some(task), key, due: when, started: false, every });
+        drop(st);
+        self.metrics.scheduled();
         id
     }
 
@@ -477,6 +494,7 @@ impl Inner {
         match entry {
             None => false,
             Some(e) => {
+                self.metrics.cancelled();
                 if let Some(key) = e.key {
                     // Frees the queue's slot; if the id was already delivered, the
                     // dispatcher finds no entry and skips it.
@@ -559,7 +577,7 @@ impl Scheduler {
         }
     }
 
-    /// A [`SchedulerBuilder`](super::SchedulerBuilder): worker threads and clock.
+    /// A [`SchedulerBuilder`](super::SchedulerBuilder): worker threads, clock and name.
     ///
     /// # Examples
     ///

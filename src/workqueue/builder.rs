@@ -8,7 +8,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
-/// Configures a [`WorkQueue`]: rate limiter and clock.
+/// Configures a [`WorkQueue`]: rate limiter, clock and name.
 ///
 /// # Examples
 ///
@@ -32,11 +32,15 @@ use std::sync::Arc;
 pub struct WorkQueueBuilder<K> {
     limiter: Option<Box<dyn RateLimiter<K>>>,
     clock: Clock,
+    name: String,
 }
+
+/// The name of a work queue whose builder was given none.
+const DEFAULT_NAME: &str = "workqueue";
 
 impl<K> Default for WorkQueueBuilder<K> {
     fn default() -> Self {
-        WorkQueueBuilder { limiter: None, clock: Clock::default() }
+        WorkQueueBuilder { limiter: None, clock: Clock::default(), name: DEFAULT_NAME.to_owned() }
     }
 }
 
@@ -85,6 +89,27 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueueBuilder<K> {
         self
     }
 
+    /// The queue's name: the `name` label of the `workqueue_*` metrics it
+    /// reports with the `metrics` feature (client-go's `name`; see
+    /// docs/METRICS.md), so that the work queues of one process are told
+    /// apart; give each its own. `"workqueue"` unless set. Its delay stage, a
+    /// core queue, reports the `delayq_*` metrics as `queue="workqueue/<name>"`.
+    /// Without the feature the name is kept and unused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::workqueue::WorkQueue;
+    ///
+    /// let q = WorkQueue::builder().name("pods").build().unwrap();
+    /// q.add("default/web-0");
+    /// assert_eq!(q.get(), Some("default/web-0"));
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
     /// Starts the queue: its delay stage (a `delayq` queue, threads
     /// `delayq-workqueue-enqueue` and `delayq-workqueue-dequeue`) and its mover
     /// thread (`delayq-workqueue-mover`).
@@ -104,9 +129,12 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueueBuilder<K> {
     /// ```
     pub fn build(self) -> Result<WorkQueue<K>, BuildError> {
         let limiter = self.limiter.unwrap_or_else(|| Box::new(default_rate_limiter()));
-        let (tx, rx) =
-            Builder::new().clock(self.clock.clone()).thread_name_prefix("delayq-workqueue").build::<K>()?;
-        let inner = Arc::new(Inner::new(self.clock.clone(), limiter, tx, rx));
+        let (tx, rx) = Builder::new()
+            .clock(self.clock.clone())
+            .thread_name_prefix("delayq-workqueue")
+            .name(format!("workqueue/{}", self.name))
+            .build::<K>()?;
+        let inner = Arc::new(Inner::new(self.clock.clone(), limiter, tx, rx, &self.name));
         // After the delay queue's own listener (subscribed when it was built),
         // which puts the items a mock step made due in its consumers' ring.
         let weak = Arc::downgrade(&inner);
@@ -129,6 +157,7 @@ impl<K> fmt::Debug for WorkQueueBuilder<K> {
         f.debug_struct("WorkQueueBuilder")
             .field("rate_limiter", &self.limiter.as_ref().map(|_| ".."))
             .field("clock", &self.clock)
+            .field("name", &self.name)
             .finish()
     }
 }

@@ -15,6 +15,25 @@
 //! processed does nothing; a [`MockClock`](crate::MockClock) step returns once
 //! the items it made ready are in the FIFO.
 //!
+//! # Metrics
+//!
+//! With the cargo feature `metrics`, a work queue reports client-go's seven
+//! metrics through the [`metrics`](https://docs.rs/metrics) facade, with the
+//! same names, meanings and label (`name`, set by
+//! [`WorkQueueBuilder::name`]): `workqueue_depth`, `workqueue_adds_total`,
+//! `workqueue_queue_duration_seconds`, `workqueue_work_duration_seconds`,
+//! `workqueue_unfinished_work_seconds`,
+//! `workqueue_longest_running_processor_seconds` and `workqueue_retries_total`
+//! (docs/METRICS.md has the table). As in client-go, an `add` of an item
+//! already dirty is not an add, every `add_after` (and so every
+//! `add_rate_limited`) before shut down is a retry, and the depth counts the
+//! items added and not yet handed out by `get` (including items added again
+//! while being processed). The two gauges of the work in progress, which
+//! client-go refreshes every 500 ms from a goroutine, are refreshed by every
+//! add, `get`, `done` and [`WorkQueue::stats`]: while nothing at all happens
+//! they keep their last value, so an application that wants them to grow
+//! during a stall calls `stats()` on its scrape schedule.
+//!
 //! # Failures map
 //!
 //! [`ExponentialFailure`] and [`FastSlow`] count failures per item in a map, as
@@ -53,6 +72,7 @@
 
 mod builder;
 mod error;
+mod metrics;
 mod queue;
 mod rate_limiter;
 mod stats;

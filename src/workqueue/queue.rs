@@ -20,6 +20,7 @@
 //! facade for its locks and condition variables (it is not one of the
 //! loom-checked protocols).
 
+use super::metrics::Metrics;
 use super::rate_limiter::RateLimiter;
 use super::stats::{Samples, Stats};
 use crate::contain::{dispose, drop_contained};
@@ -177,6 +178,8 @@ struct State<K> {
     panics: u64,
     latency: Samples,
     work: Samples,
+    /// What goes to the `metrics` facade (nothing without the feature).
+    metrics: Metrics,
 }
 
 /// An item in the delay stage.
@@ -205,7 +208,9 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
         limiter: Box<dyn RateLimiter<K>>,
         tx: Sender<K>,
         rx: Receiver<K>,
+        name: &str,
     ) -> Self {
+        let metrics = Metrics::new(name, clock.now());
         Inner {
             clock,
             limiter,
@@ -224,6 +229,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
                 panics: 0,
                 latency: Samples::default(),
                 work: Samples::default(),
+                metrics,
             }),
             ready: Condvar::new(),
             idle: Condvar::new(),
@@ -266,6 +272,9 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
                         }
                     }
                 }
+                // The whole batch at once (and any add a panic cut short).
+                let (adds, depth) = (st.adds, st.dirty.len());
+                st.metrics.added(adds, depth, now);
             }
             self.wake_getters(added);
             self.moved.notify_all();
@@ -340,7 +349,10 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
         let added = {
             let mut st = lock(&self.state);
             let now = self.clock.now();
-            Inner::add_locked(&mut st, item, now, &mut unused)
+            let added = Inner::add_locked(&mut st, item, now, &mut unused);
+            let (adds, depth) = (st.adds, st.dirty.len());
+            st.metrics.added(adds, depth, now);
+            added
         };
         self.wake_getters(usize::from(added));
         drop(unused);
@@ -354,9 +366,13 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
             return;
         }
         st.retries += 1;
+        let retries = st.retries;
+        st.metrics.retried(retries);
         let now = self.clock.now();
         if delay.is_zero() {
             let added = Inner::add_locked(&mut st, item, now, &mut unused);
+            let (adds, depth) = (st.adds, st.dirty.len());
+            st.metrics.added(adds, depth, now);
             drop(st);
             self.wake_getters(usize::from(added));
             return;
@@ -400,14 +416,20 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
                 let now = self.clock.now();
                 // The dirty set's copy moves to the processing set: no clone,
                 // and nothing dropped under the lock. (Every queued item is dirty.)
-                let copy = match st.dirty.remove_entry(&item) {
+                let (copy, waited) = match st.dirty.remove_entry(&item) {
                     Some((copy, added)) => {
-                        st.latency.record(now.saturating_duration_since(added));
-                        copy
+                        let waited = now.saturating_duration_since(added);
+                        st.latency.record(waited);
+                        (copy, Some(waited))
                     }
-                    None => item.clone(),
+                    None => (item.clone(), None),
                 };
-                st.processing.insert(copy, now);
+                if let Some(before) = st.processing.insert(copy, now) {
+                    st.metrics.finished(before);
+                }
+                st.metrics.started(now);
+                let depth = st.dirty.len();
+                st.metrics.got(waited, depth, now);
                 return Some(item);
             }
             if st.shutting_down {
@@ -422,6 +444,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
         let Some((copy, started)) = st.processing.remove_entry(item) else { return };
         let now = self.clock.now();
         st.work.record(now.saturating_duration_since(started));
+        st.metrics.done(started, now);
         // The processing set's copy goes back to the FIFO, or is dropped
         // once the lock is released.
         let (requeued, unused) = if st.dirty.contains_key(&copy) {
@@ -472,8 +495,9 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
     }
 
     fn stats(&self) -> Stats {
-        let st = lock(&self.state);
+        let mut st = lock(&self.state);
         let now = self.clock.now();
+        st.metrics.refresh(now);
         let running = st.processing.values().map(|&t| now.saturating_duration_since(t));
         let (unfinished, longest) = running
             .fold((Duration::ZERO, Duration::ZERO), |(sum, max), d| (sum.saturating_add(d), max.max(d)));
@@ -535,7 +559,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
         }
     }
 
-    /// A [`WorkQueueBuilder`](super::WorkQueueBuilder): rate limiter and clock.
+    /// A [`WorkQueueBuilder`](super::WorkQueueBuilder): rate limiter, clock and name.
     ///
     /// # Examples
     ///
