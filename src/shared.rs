@@ -94,8 +94,9 @@ pub(crate) struct Shared<T> {
     pub(crate) roles: Roles,
     /// `Builder::helping`: clients may take a role.
     pub(crate) helping: bool,
-    /// What it reports through the `metrics` facade (`metrics.rs`).
-    pub(crate) metrics: Metrics,
+    /// What it reports through the `metrics` facade (`metrics.rs`); boxed,
+    /// so that the handles do not move the hot fields around them.
+    pub(crate) metrics: Box<Metrics>,
 }
 
 /// The two proxies' roles.
@@ -123,7 +124,7 @@ impl<T> Shared<T> {
             egress: Egress::new(layout.egress_slots),
             roles: Roles { enqueue: Role::new(enqueue.clone()), dequeue: Role::new(dequeue.clone()) },
             helping: layout.helping,
-            metrics: Metrics::new(&layout.name),
+            metrics: Box::new(Metrics::new(&layout.name)),
             timers: Mutex::new(Timers {
                 index: Index::new(layout.index, now),
                 sleep: Sleep::Awake,
