@@ -18,7 +18,7 @@
 //! ```text
 //! cargo run --release --example pipeline -- [--producers 16] [--consumers 16]
 //!     [--items 1000000] [--max-delay-ms 10] [--capacity 65536] [--unbounded]
-//!     [--rate ITEMS_PER_S] [--paced-secs 1]
+//!     [--rate ITEMS_PER_S] [--paced-secs 1] [--no-helping]
 //! ```
 
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -34,10 +34,12 @@ struct Args {
     capacity: Option<usize>,
     rate: Option<f64>,
     paced_secs: f64,
+    /// `Builder::helping`: producers may perform the enqueue proxy's role.
+    helping: bool,
 }
 
 const HELP: &str = "options: --producers N --consumers N --items N --max-delay-ms N \
---capacity N | --unbounded --rate ITEMS_PER_S --paced-secs S";
+--capacity N | --unbounded --rate ITEMS_PER_S --paced-secs S --no-helping";
 
 fn parse_args() -> Args {
     let mut a = Args {
@@ -48,6 +50,7 @@ fn parse_args() -> Args {
         capacity: Some(65_536),
         rate: None,
         paced_secs: 1.0,
+        helping: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -57,6 +60,10 @@ fn parse_args() -> Args {
         }
         if flag == "--unbounded" {
             a.capacity = None;
+            continue;
+        }
+        if flag == "--no-helping" {
+            a.helping = false;
             continue;
         }
         let v = it.next().unwrap_or_else(|| die(&format!("{flag} needs a value")));
@@ -131,7 +138,7 @@ struct Phase {
 /// One phase: `items` items through a fresh queue; producers unthrottled
 /// (`rate` None) or paced at `rate` items/s in total.
 fn run_phase(args: &Args, items: usize, rate: Option<f64>) -> Phase {
-    let builder = delayq::Builder::new().thread_name_prefix("pipeline");
+    let builder = delayq::Builder::new().thread_name_prefix("pipeline").helping(args.helping);
     let builder = match args.capacity {
         Some(c) => builder.capacity(c),
         None => builder,
