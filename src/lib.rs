@@ -178,6 +178,8 @@ mod rounds;
 mod send_future;
 mod sender;
 mod shared;
+#[cfg(any(feature = "timer", feature = "workqueue"))]
+mod shrink;
 mod staging;
 mod sync;
 #[cfg(feature = "timer")]

@@ -9,70 +9,16 @@
 //! One file, two tests run one after the other (`TEST_LOCK`): the allocator
 //! counts the whole process.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
+#[path = "common/counting.rs"]
+mod counting;
+
+use counting::{live, settles_to, ALLOCS, BIG, BIG_ALLOCS, MIB, TEST_LOCK};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-struct Counting;
-
-static LIVE: AtomicI64 = AtomicI64::new(0);
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-/// Allocations of `BIG` bytes or more: the index's pages and node buffers.
-static BIG_ALLOCS: AtomicU64 = AtomicU64::new(0);
-const BIG: usize = 64 << 10;
-
-// SAFETY: every method forwards to the system allocator with the caller's
-// arguments unchanged; the counters are plain atomics.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        BIG_ALLOCS.fetch_add(u64::from(l.size() >= BIG), Ordering::Relaxed);
-        // SAFETY: the caller's duties are `System.alloc`'s.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as i64 - l.size() as i64, Ordering::Relaxed);
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        BIG_ALLOCS.fetch_add(u64::from(new >= BIG), Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-static TEST_LOCK: Mutex<()> = Mutex::new(());
-
-const MIB: i64 = 1 << 20;
-
-fn live() -> i64 {
-    LIVE.load(Ordering::Relaxed)
-}
 
 fn burst() -> u64 {
     let default = if cfg!(debug_assertions) { 1_000_000 } else { 10_000_000 };
     std::env::var("DELAYQ_BURST").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// Waits (at most 10 s) until the bytes live are within `slack` of `base`:
-/// the proxies hand memory back when their rounds find the index empty.
-fn settles_to(base: i64, slack: i64) -> i64 {
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let l = live();
-        if l - base <= slack || Instant::now() > until {
-            return l;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -759,3 +759,44 @@ fn shut_down_survives_delayed_keys_whose_drop_panics() {
     }
     join(spawn(move || drop(q)));
 }
+
+/// A key whose `Hash` panics for every key but the one `REHASH_SAFE` names,
+/// while `REHASH_ARMED` is set: what a rehash of the whole map meets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Rehash(u32);
+
+static REHASH_ARMED: AtomicBool = AtomicBool::new(false);
+static REHASH_SAFE: AtomicUsize = AtomicUsize::new(0);
+
+impl Hash for Rehash {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        if REHASH_ARMED.load(Ordering::SeqCst) && self.0 as usize != REHASH_SAFE.load(Ordering::SeqCst) {
+            panic!("a key's Hash panics in a rehash");
+        }
+        self.0.hash(h)
+    }
+}
+
+/// The maps give a burst's memory back as items leave (`shrink.rs`), which
+/// rehashes their keys: a `Hash` that panics there is caught and counted, the
+/// call that removed the item still returns it, and nothing is lost.
+#[test]
+fn a_hash_panicking_while_the_maps_shrink_loses_nothing() {
+    let q: WorkQueue<Rehash> = WorkQueue::new();
+    for i in 0..2_000 {
+        q.add(Rehash(i));
+    }
+    REHASH_ARMED.store(true, Ordering::SeqCst);
+    for i in 0..2_000u32 {
+        // Only the key being handed out is hashed by `get` and `done`
+        // themselves; a shrink of the dirty set rehashes the others.
+        REHASH_SAFE.store(i as usize, Ordering::SeqCst);
+        assert_eq!(q.get(), Some(Rehash(i)));
+        q.done(&Rehash(i));
+    }
+    REHASH_ARMED.store(false, Ordering::SeqCst);
+    assert_eq!(q.len(), 0);
+    assert_eq!(q.stats().panics, 1, "one caught panic, then no more shrinking");
+    q.add(Rehash(7));
+    assert_eq!(q.get(), Some(Rehash(7)));
+}

@@ -29,6 +29,7 @@
 use super::metrics::Metrics;
 use super::missed::MissedTicks;
 use crate::contain::{dispose, drop_contained};
+use crate::shrink::Shrink;
 use crate::sync::{lock, thread::JoinHandle, AtomicU64, Condvar, IdCounter, Mutex, Ordering};
 use crate::{Clock, Key, Receiver, Sender};
 use std::cell::RefCell;
@@ -204,6 +205,16 @@ struct State {
     shut_down: bool,
 }
 
+impl State {
+    /// Takes a timer out; the map gives back a burst's memory (`shrink.rs`;
+    /// its keys are `u64`s: no user `Hash` runs).
+    fn remove(&mut self, seq: u64) -> Option<Entry> {
+        let e = self.timers.remove(&seq);
+        self.timers.shrink_after_burst();
+        e
+    }
+}
+
 struct Entry {
     /// `None` while a worker runs it.
     task: Option<Task>,
@@ -327,7 +338,12 @@ impl Inner {
     }
 
     fn run_next(&self) {
-        let run = lock(&self.runs).pop_front();
+        let run = {
+            let mut runs = lock(&self.runs);
+            let run = runs.pop_front();
+            runs.shrink_after_burst();
+            run
+        };
         if let Some(run) = run {
             self.execute(run);
         }
@@ -362,7 +378,7 @@ impl Inner {
         let leftover = match run.task {
             Task::Once(f) => {
                 self.call(Some(run.due), f);
-                lock(&self.state).timers.remove(&run.seq)
+                lock(&self.state).remove(run.seq)
             }
             Task::Every(f) => {
                 let (interval, missed) = run.every.expect("a repeating run has an interval");
@@ -408,7 +424,7 @@ impl Inner {
         let key = match plan.next {
             Some(t) => match self.tx.send_at(seq, t) {
                 Ok(k) => Some(k),
-                Err(_) => return st.timers.remove(&seq), // the queue is gone
+                Err(_) => return st.remove(seq), // the queue is gone
             },
             None => None,
         };
@@ -487,7 +503,7 @@ impl Inner {
             match st.timers.get(&id.seq) {
                 // A one-shot whose callback has started: nothing left to prevent.
                 Some(e) if e.started => return false,
-                Some(_) => st.timers.remove(&id.seq),
+                Some(_) => st.remove(id.seq),
                 None => None,
             }
         };

@@ -24,6 +24,7 @@ use super::metrics::Metrics;
 use super::rate_limiter::RateLimiter;
 use super::stats::{Samples, Stats};
 use crate::contain::{dispose, drop_contained};
+use crate::shrink::Shrink;
 use crate::sync::{lock, thread::JoinHandle, Condvar, Mutex, MutexGuard};
 use crate::{Clock, Key, Receiver, Sender};
 use std::collections::{HashMap, VecDeque};
@@ -180,6 +181,32 @@ struct State<K> {
     work: Samples,
     /// What goes to the `metrics` facade (nothing without the feature).
     metrics: Metrics,
+    /// A user `Hash` panicked while the maps were shrunk: they are not
+    /// shrunk any more (`State::shrink`).
+    no_shrink: bool,
+}
+
+impl<K: Hash + Eq> State<K> {
+    /// After removals: the FIFO and the maps give back a burst's memory
+    /// (`shrink.rs`). Shrinking a map rehashes its keys; a `Hash` that panics
+    /// there is caught (the map stays valid) and counted, and the queue stops
+    /// shrinking rather than fail the call that removed an item.
+    fn shrink(&mut self) {
+        if self.no_shrink {
+            return;
+        }
+        self.queue.shrink_after_burst();
+        let (dirty, processing, waiting) = (&mut self.dirty, &mut self.processing, &mut self.waiting);
+        let shrunk = catch_unwind(AssertUnwindSafe(|| {
+            dirty.shrink_after_burst();
+            processing.shrink_after_burst();
+            waiting.shrink_after_burst();
+        }));
+        if shrunk.is_err() {
+            self.panics += 1;
+            self.no_shrink = true;
+        }
+    }
 }
 
 /// An item in the delay stage.
@@ -230,6 +257,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
                 latency: Samples::default(),
                 work: Samples::default(),
                 metrics,
+                no_shrink: false,
             }),
             ready: Condvar::new(),
             idle: Condvar::new(),
@@ -291,6 +319,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
     fn arrive(st: &mut State<K>, item: K, now: Instant, unused: &mut Vec<K>) -> bool {
         match st.waiting.remove_entry(&item) {
             Some((copy, _)) => {
+                st.shrink();
                 unused.push(copy);
                 Inner::add_locked(st, item, now, unused)
             }
@@ -430,6 +459,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
                 st.metrics.started(now);
                 let depth = st.dirty.len();
                 st.metrics.got(waited, depth, now);
+                st.shrink();
                 return Some(item);
             }
             if st.shutting_down {
@@ -455,6 +485,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
         };
         // Whether or not it was re-queued: a drain waits for `processing` only.
         let idle = st.processing.is_empty();
+        st.shrink();
         drop(st);
         if requeued {
             self.ready.notify_one();
