@@ -173,8 +173,9 @@ fn main() {
         early.load(Ordering::Relaxed)
     );
 
-    // 4. Memory after the drain.
-    std::thread::sleep(Duration::from_millis(200));
+    // 4. Memory after the drain: past the 1 s for which the index must stay
+    // empty before the dequeue proxy trims it (`dequeue::TRIM_AFTER`).
+    std::thread::sleep(Duration::from_millis(1500));
     let rss_drained = sys::rss();
     // SAFETY: `malloc_trim` only releases free memory back to the OS.
     unsafe {
