@@ -6,7 +6,7 @@
 #[path = "common/counting.rs"]
 mod counting;
 
-use counting::{live, settles_to, MIB, TEST_LOCK};
+use counting::{assert_returned, live, settles_to, TEST_LOCK};
 use delayq::timer::Scheduler;
 use delayq::workqueue::WorkQueue;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,18 +51,7 @@ fn a_burst_of_timers_gives_its_memory_back() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(fired.load(Ordering::Relaxed) + cancelled, n + 1, "every timer fired or was cancelled");
-    let after = settles_to(before, MIB);
-    eprintln!(
-        "timers: {n}: live bytes before {before}, peak {peak} (+{:.1} MiB), after {after} (+{:.1} KiB)",
-        (peak - before) as f64 / MIB as f64,
-        (after - before) as f64 / 1024.0
-    );
-    assert!(
-        after - before <= MIB,
-        "the scheduler kept {:.2} MiB after {n} timers (peak +{:.1} MiB)",
-        (after - before) as f64 / MIB as f64,
-        (peak - before) as f64 / MIB as f64
-    );
+    assert_returned(&format!("{n} timers"), before, peak);
 }
 
 #[test]
@@ -88,16 +77,5 @@ fn a_burst_of_keys_gives_its_memory_back() {
         q.done(&k);
     }
     assert_eq!(q.len(), 0);
-    let after = settles_to(before, MIB);
-    eprintln!(
-        "workqueue: {n} keys: live bytes before {before}, peak {peak} (+{:.1} MiB), after {after} (+{:.1} KiB)",
-        (peak - before) as f64 / MIB as f64,
-        (after - before) as f64 / 1024.0
-    );
-    assert!(
-        after - before <= MIB,
-        "the work queue kept {:.2} MiB after {n} keys (peak +{:.1} MiB)",
-        (after - before) as f64 / MIB as f64,
-        (peak - before) as f64 / MIB as f64
-    );
+    assert_returned(&format!("{n} work-queue keys"), before, peak);
 }

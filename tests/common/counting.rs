@@ -65,3 +65,23 @@ pub fn settles_to(base: i64, slack: i64) -> i64 {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Waits for the bytes live to come back within 1 MiB of `before` (see
+/// [`settles_to`]), prints before / peak / after for `what`, and fails if
+/// they do not.
+#[track_caller]
+pub fn assert_returned(what: &str, before: i64, peak: i64) {
+    let after = settles_to(before, MIB);
+    let mib = |b: i64| b as f64 / MIB as f64;
+    eprintln!(
+        "{what}: live bytes before {before}, peak {peak} (+{:.1} MiB), after {after} (+{:.1} KiB)",
+        mib(peak - before),
+        (after - before) as f64 / 1024.0
+    );
+    assert!(
+        after - before <= MIB,
+        "{what}: kept {:.2} MiB after the burst (peak +{:.1} MiB)",
+        mib(after - before),
+        mib(peak - before)
+    );
+}
