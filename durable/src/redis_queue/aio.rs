@@ -1,5 +1,6 @@
 //! [`AsyncRedisQueue`]: the Redis backend's async client (feature
-//! `redis-async`), on the `redis` crate's multiplexed async connection.
+//! `redis-async`), on the `redis` crate's multiplexed async connection, or
+//! on its async cluster connection for a queue on a Redis Cluster.
 
 use std::fmt;
 use std::future::{poll_fn, Future};
@@ -10,6 +11,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
 use redis::aio::MultiplexedConnection;
+use redis::cluster_async::ClusterConnection;
 use redis::{FromRedisValue, ScriptInvocation, Value};
 
 use super::pool::{redis_error, transient, Target};
@@ -22,13 +24,18 @@ use crate::stop::StopSignal;
 
 /// A [`RedisQueue`] with async methods ([`AsyncJobQueue`]), its commands on
 /// one multiplexed connection (the `redis` crate's
-/// [`MultiplexedConnection`]: every task's commands pipelined on one socket).
+/// [`MultiplexedConnection`]: every task's commands pipelined on one socket),
+/// or, for a queue opened with
+/// [`connect_cluster`](crate::RedisBuilder::connect_cluster), on the `redis`
+/// crate's async cluster connection
+/// ([`ClusterConnection`](redis::cluster_async::ClusterConnection): one
+/// multiplexed connection per node, each script routed by its key's slot to
+/// the master that owns the queue's keys, redirections followed).
 ///
 /// **It needs a tokio runtime** with its time driver (`enable_time` or
 /// `enable_all`): the `redis` crate's async connection runs on tokio, and
 /// waits and retry backoffs use tokio's timer. (The embedded queue's
-/// [`AsyncDurableQueue`](crate::AsyncDurableQueue) needs no runtime.) One
-/// server only: a cluster queue is refused (`InvalidArgument`).
+/// [`AsyncDurableQueue`](crate::AsyncDurableQueue) needs no runtime.)
 ///
 /// It shares the `RedisQueue` it is made from — its scripts, nonces, lease
 /// tokens and wake-up watcher thread (the one subscription per handle) —
@@ -64,14 +71,48 @@ pub struct AsyncRedisQueue {
     con: Arc<Con>,
 }
 
-/// The multiplexed connection, opened on first use and again after a
-/// transient failure.
+/// The connection, opened on first use and again after a transient failure.
 struct Con {
-    client: redis::Client,
-    config: redis::AsyncConnectionConfig,
-    current: Mutex<Option<MultiplexedConnection>>,
+    client: Client,
+    current: Mutex<Option<Async>>,
     /// A connection was opened before: the next one opened is a reconnect.
     opened: AtomicBool,
+}
+
+/// Where the async connection goes, as the queue's [`Target`].
+enum Client {
+    One(redis::Client, redis::AsyncConnectionConfig),
+    Cluster(redis::cluster::ClusterClient),
+}
+
+/// An async connection to a [`Client`] (cheap to clone: a handle on the
+/// connection's driver task).
+#[derive(Clone)]
+enum Async {
+    One(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl Client {
+    async fn open(&self) -> redis::RedisResult<Async> {
+        match self {
+            Client::One(client, config) => {
+                Ok(Async::One(client.get_multiplexed_async_connection_with_config(config).await?))
+            }
+            // The cluster client carries the connect and response timeouts
+            // (`connect_cluster` set them).
+            Client::Cluster(client) => Ok(Async::Cluster(client.get_async_connection().await?)),
+        }
+    }
+}
+
+impl Async {
+    async fn invoke<T: FromRedisValue>(&mut self, inv: &ScriptInvocation<'_>) -> redis::RedisResult<T> {
+        match self {
+            Async::One(con) => inv.invoke_async(con).await,
+            Async::Cluster(con) => inv.invoke_async(con).await,
+        }
+    }
 }
 
 impl fmt::Debug for AsyncRedisQueue {
@@ -89,24 +130,33 @@ impl AsyncRedisQueue {
         AsyncRedisQueue::new(RedisQueue::connect(url, name)?)
     }
 
+    /// Opens the queue on a Redis Cluster with the defaults, as
+    /// [`RedisQueue::connect_cluster`] (a blocking call, meant for start-up,
+    /// as [`connect`](Self::connect)), and makes the async client.
+    pub fn connect_cluster(urls: &[&str], name: &str) -> Result<AsyncRedisQueue, DurableError> {
+        AsyncRedisQueue::new(RedisQueue::connect_cluster(urls, name)?)
+    }
+
     /// The async client of `queue` (made with [`RedisQueue::builder`] for
-    /// options); its connection opens on first use.
+    /// options; on one server or a cluster); its connection opens on first
+    /// use.
     ///
     /// # Errors
     ///
-    /// [`DurableError::InvalidArgument`] for a queue on a Redis Cluster.
+    /// None at present (a cluster queue was refused before the async
+    /// client supported clusters); the `Result` is kept for that API.
     pub fn new(queue: RedisQueue) -> Result<AsyncRedisQueue, DurableError> {
         let pool = &queue.inner.pool;
-        let Target::One(client) = &pool.target else {
-            return Err(DurableError::InvalidArgument(
-                "the async Redis client supports one server, not a cluster",
-            ));
+        let client = match &pool.target {
+            Target::One(client) => {
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(pool.connect_timeout))
+                    .set_response_timeout(pool.io_timeout);
+                Client::One(client.clone(), config)
+            }
+            Target::Cluster(client) => Client::Cluster((**client).clone()),
         };
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(pool.connect_timeout))
-            .set_response_timeout(pool.io_timeout);
-        let con =
-            Con { client: client.clone(), config, current: Mutex::new(None), opened: AtomicBool::new(false) };
+        let con = Con { client, current: Mutex::new(None), opened: AtomicBool::new(false) };
         Ok(AsyncRedisQueue { queue, con: Arc::new(con) })
     }
 
@@ -120,12 +170,12 @@ impl AsyncRedisQueue {
         self.queue.close();
     }
 
-    async fn connection(&self) -> redis::RedisResult<MultiplexedConnection> {
+    async fn connection(&self) -> redis::RedisResult<Async> {
         let current = self.con.current.lock().unwrap_or_else(PoisonError::into_inner).clone();
         if let Some(con) = current {
             return Ok(con);
         }
-        let con = self.con.client.get_multiplexed_async_connection_with_config(&self.con.config).await?;
+        let con = self.con.client.open().await?;
         // Relaxed: a flag for a counter, ordering nothing else.
         if self.con.opened.swap(true, Ordering::Relaxed) {
             self.queue.inner.metrics.reconnect();
@@ -151,7 +201,7 @@ impl AsyncRedisQueue {
             let result = match self.connection().await {
                 Ok(mut con) => {
                     let sent = Instant::now();
-                    let r = inv.invoke_async(&mut con).await;
+                    let r = con.invoke(inv).await;
                     if !r.as_ref().is_err_and(transient) {
                         self.queue.inner.metrics.script(name, sent.elapsed());
                     }

@@ -284,7 +284,7 @@ impl RedisBuilder {
             .map_err(|e| redis_error(e, "opening the cluster"))?;
         let key = format!("delayq:{{{name}}}:");
         let what = format!("the cluster at {}", urls.join(", "));
-        self.open_on(Target::Cluster(client), Source::Cluster { nodes, key }, &what, name)
+        self.open_on(Target::Cluster(Box::new(client)), Source::Cluster { nodes, key }, &what, name)
     }
 
     fn open_on(
