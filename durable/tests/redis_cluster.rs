@@ -1,9 +1,12 @@
 //! The Redis backend on a real Redis Cluster: three masters on free loopback
 //! ports, started, joined (`redis-cli --cluster create`) and stopped here.
-//! The conformance suite, queues spread over every master, and a master
-//! killed and restarted mid-stream losing nothing.
+//! The conformance suite (through the blocking client, and with feature
+//! `redis-async` through the async one), queues spread over every master,
+//! and a master killed and restarted mid-stream losing nothing.
 #![cfg(feature = "redis")]
 
+#[cfg(feature = "redis-async")]
+mod async_adapter;
 mod conformance;
 mod redis_server;
 
@@ -65,6 +68,58 @@ fn open_cluster(opts: Opts) -> Option<RedisQueue> {
 }
 
 conformance_tests!(super::open_cluster);
+
+/// The conformance suite through `AsyncRedisQueue` on the cluster (its
+/// async cluster connection), on a tokio runtime's `block_on`.
+#[cfg(feature = "redis-async")]
+mod async_client {
+    use std::sync::Arc;
+
+    use super::async_adapter::{BlockOn, Tokio};
+    use super::{conformance, shared, unique, Opts};
+    use delayq_durable::{AsyncJobQueue, AsyncRedisQueue, RedisQueue};
+
+    fn open_async(opts: Opts) -> Option<BlockOn<AsyncRedisQueue, Tokio>> {
+        let cluster = shared()?;
+        let urls = cluster.urls();
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        let queue = RedisQueue::builder()
+            .max_attempts(opts.max_attempts)
+            .max_payload(opts.max_payload)
+            .connect_cluster(&urls, &unique("aconf"))
+            .unwrap();
+        Some(BlockOn {
+            q: AsyncRedisQueue::new(queue).unwrap(),
+            exec: Arc::new(Tokio::new()),
+            _keep: Box::new(()),
+        })
+    }
+
+    crate::conformance_tests!(super::open_async);
+
+    /// `AsyncRedisQueue::connect_cluster`: a job round trip, on the master
+    /// that owns the queue's slot.
+    #[test]
+    fn connect_cluster_round_trip() {
+        let Some(cluster) = shared() else { return };
+        let urls = cluster.urls();
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        let name = unique("aconnect");
+        let q = AsyncRedisQueue::connect_cluster(&urls, &name).unwrap();
+        let rt = Tokio::new();
+        let id = rt.0.block_on(q.send_after(b"x", super::ms(0))).unwrap();
+        let job = rt.0.block_on(q.reserve(super::LEASE)).unwrap();
+        assert_eq!((job.id(), job.payload()), (id, b"x".as_slice()));
+        assert!(rt.0.block_on(q.ack(&job)).unwrap());
+        let s = rt.0.block_on(q.stats()).unwrap();
+        assert_eq!((s.pending, s.leased, s.dead), (0, 0, 0));
+        let owner = super::owner(cluster, &name);
+        assert!(
+            super::keys_on(cluster, owner).iter().any(|k| k.contains(&name)),
+            "the queue's keys are on its master"
+        );
+    }
+}
 
 /// The index of the node that owns queue `name`'s slot: the one master that
 /// answers a command on its keys instead of redirecting (`MOVED`).

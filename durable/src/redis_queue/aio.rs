@@ -1,18 +1,22 @@
 //! [`AsyncRedisQueue`]: the Redis backend's async client (feature
-//! `redis-async`), on the `redis` crate's multiplexed async connection.
+//! `redis-async`), on the `redis` crate's multiplexed async connection, or
+//! on its async cluster connection for a queue on a Redis Cluster.
 
 use std::fmt;
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
 use redis::aio::MultiplexedConnection;
+use redis::cluster_async::ClusterConnection;
 use redis::{FromRedisValue, ScriptInvocation, Value};
 
 use super::pool::{redis_error, transient, Target};
-use super::{parse_dead, parse_reserve, parse_stats, RedisQueue, MAX_RESERVE};
+use super::scripts::Name;
+use super::{parse_dead, RedisQueue, Reserved};
 use crate::async_contract::AsyncJobQueue;
 use crate::error::DurableError;
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
@@ -20,13 +24,18 @@ use crate::stop::StopSignal;
 
 /// A [`RedisQueue`] with async methods ([`AsyncJobQueue`]), its commands on
 /// one multiplexed connection (the `redis` crate's
-/// [`MultiplexedConnection`]: every task's commands pipelined on one socket).
+/// [`MultiplexedConnection`]: every task's commands pipelined on one socket),
+/// or, for a queue opened with
+/// [`connect_cluster`](crate::RedisBuilder::connect_cluster), on the `redis`
+/// crate's async cluster connection
+/// ([`ClusterConnection`](redis::cluster_async::ClusterConnection): one
+/// multiplexed connection per node, each script routed by its key's slot to
+/// the master that owns the queue's keys, redirections followed).
 ///
 /// **It needs a tokio runtime** with its time driver (`enable_time` or
 /// `enable_all`): the `redis` crate's async connection runs on tokio, and
 /// waits and retry backoffs use tokio's timer. (The embedded queue's
-/// [`AsyncDurableQueue`](crate::AsyncDurableQueue) needs no runtime.) One
-/// server only: a cluster queue is refused (`InvalidArgument`).
+/// [`AsyncDurableQueue`](crate::AsyncDurableQueue) needs no runtime.)
 ///
 /// It shares the `RedisQueue` it is made from — its scripts, nonces, lease
 /// tokens and wake-up watcher thread (the one subscription per handle) —
@@ -62,12 +71,48 @@ pub struct AsyncRedisQueue {
     con: Arc<Con>,
 }
 
-/// The multiplexed connection, opened on first use and again after a
-/// transient failure.
+/// The connection, opened on first use and again after a transient failure.
 struct Con {
-    client: redis::Client,
-    config: redis::AsyncConnectionConfig,
-    current: Mutex<Option<MultiplexedConnection>>,
+    client: Client,
+    current: Mutex<Option<Async>>,
+    /// A connection was opened before: the next one opened is a reconnect.
+    opened: AtomicBool,
+}
+
+/// Where the async connection goes, as the queue's [`Target`].
+enum Client {
+    One(redis::Client, redis::AsyncConnectionConfig),
+    Cluster(redis::cluster::ClusterClient),
+}
+
+/// An async connection to a [`Client`] (cheap to clone: a handle on the
+/// connection's driver task).
+#[derive(Clone)]
+enum Async {
+    One(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl Client {
+    async fn open(&self) -> redis::RedisResult<Async> {
+        match self {
+            Client::One(client, config) => {
+                Ok(Async::One(client.get_multiplexed_async_connection_with_config(config).await?))
+            }
+            // The cluster client carries the connect and response timeouts
+            // (`connect_cluster` set them).
+            Client::Cluster(client) => Ok(Async::Cluster(client.get_async_connection().await?)),
+        }
+    }
+}
+
+impl Async {
+    async fn invoke<T: FromRedisValue>(&mut self, inv: &ScriptInvocation<'_>) -> redis::RedisResult<T> {
+        match self {
+            Async::One(con) => inv.invoke_async(con).await,
+            Async::Cluster(con) => inv.invoke_async(con).await,
+        }
+    }
 }
 
 impl fmt::Debug for AsyncRedisQueue {
@@ -85,23 +130,33 @@ impl AsyncRedisQueue {
         AsyncRedisQueue::new(RedisQueue::connect(url, name)?)
     }
 
+    /// Opens the queue on a Redis Cluster with the defaults, as
+    /// [`RedisQueue::connect_cluster`] (a blocking call, meant for start-up,
+    /// as [`connect`](Self::connect)), and makes the async client.
+    pub fn connect_cluster(urls: &[&str], name: &str) -> Result<AsyncRedisQueue, DurableError> {
+        AsyncRedisQueue::new(RedisQueue::connect_cluster(urls, name)?)
+    }
+
     /// The async client of `queue` (made with [`RedisQueue::builder`] for
-    /// options); its connection opens on first use.
+    /// options; on one server or a cluster); its connection opens on first
+    /// use.
     ///
     /// # Errors
     ///
-    /// [`DurableError::InvalidArgument`] for a queue on a Redis Cluster.
+    /// None at present (a cluster queue was refused before the async
+    /// client supported clusters); the `Result` is kept for that API.
     pub fn new(queue: RedisQueue) -> Result<AsyncRedisQueue, DurableError> {
         let pool = &queue.inner.pool;
-        let Target::One(client) = &pool.target else {
-            return Err(DurableError::InvalidArgument(
-                "the async Redis client supports one server, not a cluster",
-            ));
+        let client = match &pool.target {
+            Target::One(client) => {
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(pool.connect_timeout))
+                    .set_response_timeout(pool.io_timeout);
+                Client::One(client.clone(), config)
+            }
+            Target::Cluster(client) => Client::Cluster((**client).clone()),
         };
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(pool.connect_timeout))
-            .set_response_timeout(pool.io_timeout);
-        let con = Con { client: client.clone(), config, current: Mutex::new(None) };
+        let con = Con { client, current: Mutex::new(None), opened: AtomicBool::new(false) };
         Ok(AsyncRedisQueue { queue, con: Arc::new(con) })
     }
 
@@ -115,22 +170,28 @@ impl AsyncRedisQueue {
         self.queue.close();
     }
 
-    async fn connection(&self) -> redis::RedisResult<MultiplexedConnection> {
+    async fn connection(&self) -> redis::RedisResult<Async> {
         let current = self.con.current.lock().unwrap_or_else(PoisonError::into_inner).clone();
         if let Some(con) = current {
             return Ok(con);
         }
-        let con = self.con.client.get_multiplexed_async_connection_with_config(&self.con.config).await?;
+        let con = self.con.client.open().await?;
+        // Relaxed: a flag for a counter, ordering nothing else.
+        if self.con.opened.swap(true, Ordering::Relaxed) {
+            self.queue.inner.metrics.reconnect();
+        }
         *self.con.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(con.clone());
         Ok(con)
     }
 
     /// Runs a script, retrying transient failures on a fresh connection
     /// with backoff (5 ms doubling to 500 ms) for `retry_for`, as the
-    /// blocking client's pool does.
+    /// blocking client's pool does; records its round trip (once per
+    /// attempt the server answered).
     async fn run<T: FromRedisValue>(
         &self,
         doing: &str,
+        name: Name,
         inv: &ScriptInvocation<'_>,
     ) -> Result<T, DurableError> {
         let retry_for = self.queue.inner.pool.retry_for;
@@ -138,7 +199,14 @@ impl AsyncRedisQueue {
         let mut backoff = Duration::from_millis(5);
         loop {
             let result = match self.connection().await {
-                Ok(mut con) => inv.invoke_async(&mut con).await,
+                Ok(mut con) => {
+                    let sent = Instant::now();
+                    let r = con.invoke(inv).await;
+                    if !r.as_ref().is_err_and(transient) {
+                        self.queue.inner.metrics.script(name, sent.elapsed());
+                    }
+                    r
+                }
                 Err(e) => Err(e),
             };
             match result {
@@ -159,14 +227,10 @@ impl AsyncRedisQueue {
         }
     }
 
-    async fn flag(&self, doing: &str, script: &redis::Script, args: &[String]) -> Result<bool, DurableError> {
-        let q = &self.queue;
-        let mut inv = script.key(&q.inner.prefix);
-        inv.arg(q.nonce()).arg(q.inner.nonce_ttl);
-        for a in args {
-            inv.arg(a);
-        }
-        Ok(self.run::<i64>(doing, &inv).await? == 1)
+    async fn flag(&self, doing: &str, name: Name, args: &[String]) -> Result<bool, DurableError> {
+        let inv = self.queue.flag_invocation(name, args);
+        let r: i64 = self.run(doing, name, &inv).await?;
+        Ok(self.queue.flagged(name, r == 1))
     }
 
     async fn send_delays(&self, jobs: &[(&str, &[u8], i64)]) -> Result<Vec<JobId>, DurableError> {
@@ -177,12 +241,13 @@ impl AsyncRedisQueue {
                 return Err(DurableError::PayloadTooLarge { len: payload.len(), max: q.inner.max_payload });
             }
         }
-        let mut inv = q.inner.scripts.send.key(&q.inner.prefix);
+        let mut inv = q.invocation(Name::Send);
         inv.arg(q.nonce()).arg(q.inner.nonce_ttl).arg(q.inner.max_attempts).arg(jobs.len());
         for (kind, payload, delay) in jobs {
             inv.arg(*delay).arg(*kind).arg(*payload);
         }
-        let ids: Vec<i64> = self.run("sending", &inv).await?;
+        let ids: Vec<i64> = self.run("sending", Name::Send, &inv).await?;
+        q.inner.metrics.sent(ids.len());
         Ok(ids.into_iter().map(|id| JobId(id as u64)).collect())
     }
 
@@ -198,7 +263,6 @@ impl AsyncRedisQueue {
     ) -> Result<Vec<Job>, DurableError> {
         let q = &self.queue;
         let lease_us = RedisQueue::lease_us(lease)?;
-        let max = max.min(MAX_RESERVE);
         // A raised stop wakes the handle's notifier, which wakes its tasks.
         let waker = std::task::Waker::from(q.inner.notifier.clone());
         let _registered = match stop {
@@ -211,12 +275,10 @@ impl AsyncRedisQueue {
         loop {
             q.open()?;
             let seen = q.inner.notifier.generation();
-            let tokens: Vec<u64> = (0..max).map(|_| q.token()).collect();
+            let inv = q.reserve_invocation(lease_us, max);
             let before = q.client_now_ns();
-            let mut inv = q.inner.scripts.reserve.key(&q.inner.prefix);
-            inv.arg(lease_us).arg(max).arg(&tokens);
-            let reply: Value = self.run("reserving", &inv).await?;
-            let (stamp, jobs, next) = parse_reserve(reply, before)?;
+            let reply: Value = self.run("reserving", Name::Reserve, &inv).await?;
+            let Reserved { stamp, jobs, next, .. } = q.reserved(reply, before)?;
             if !jobs.is_empty() {
                 return Ok(jobs);
             }
@@ -312,21 +374,15 @@ impl AsyncJobQueue for AsyncRedisQueue {
         if job.token == 0 {
             return Ok(false);
         }
-        self.flag("acking", &self.queue.inner.scripts.ack, &[job.id.0.to_string(), job.token.to_string()])
-            .await
+        self.flag("acking", Name::Ack, &[job.id.0.to_string(), job.token.to_string()]).await
     }
     async fn ack_many(&self, jobs: &[Job]) -> Result<Vec<bool>, DurableError> {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        let q = &self.queue;
-        let mut inv = q.inner.scripts.ack_many.key(&q.inner.prefix);
-        inv.arg(q.nonce()).arg(q.inner.nonce_ttl).arg(jobs.len());
-        for job in jobs {
-            inv.arg(job.id.0).arg(job.token);
-        }
-        let flags: Vec<i64> = self.run("acking", &inv).await?;
-        Ok(flags.into_iter().map(|f| f == 1).collect())
+        let inv = self.queue.ack_many_invocation(jobs);
+        let flags: Vec<i64> = self.run("acking", Name::AckMany, &inv).await?;
+        Ok(self.queue.acked_many(&flags))
     }
     async fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
         let delay = self.queue.delay_to(retry_at)?;
@@ -334,7 +390,7 @@ impl AsyncJobQueue for AsyncRedisQueue {
             return Ok(false);
         }
         let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string(), String::new()];
-        self.flag("nacking", &self.queue.inner.scripts.nack, &args).await
+        self.flag("nacking", Name::Nack, &args).await
     }
     async fn nack_with_error(
         &self,
@@ -347,14 +403,14 @@ impl AsyncJobQueue for AsyncRedisQueue {
             return Ok(false);
         }
         let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string(), clip_error(error)];
-        self.flag("nacking", &self.queue.inner.scripts.nack, &args).await
+        self.flag("nacking", Name::Nack, &args).await
     }
     async fn kill(&self, job: &Job, error: &str) -> Result<bool, DurableError> {
         if job.token == 0 {
             return Ok(false);
         }
         let args = [job.id.0.to_string(), job.token.to_string(), clip_error(error)];
-        self.flag("killing", &self.queue.inner.scripts.kill, &args).await
+        self.flag("killing", Name::Kill, &args).await
     }
     async fn extend(&self, job: &Job, lease: Duration) -> Result<bool, DurableError> {
         let lease = RedisQueue::lease_us(lease)?;
@@ -362,19 +418,19 @@ impl AsyncJobQueue for AsyncRedisQueue {
             return Ok(false);
         }
         let args = [job.id.0.to_string(), job.token.to_string(), lease.to_string()];
-        self.flag("extending", &self.queue.inner.scripts.extend, &args).await
+        self.flag("extending", Name::Extend, &args).await
     }
     async fn cancel(&self, id: JobId) -> Result<bool, DurableError> {
-        self.flag("cancelling", &self.queue.inner.scripts.cancel, &[id.0.to_string()]).await
+        self.flag("cancelling", Name::Cancel, &[id.0.to_string()]).await
     }
     async fn len(&self) -> Result<u64, DurableError> {
         let s = self.stats().await?;
         Ok(s.pending + s.leased)
     }
     async fn stats(&self) -> Result<Stats, DurableError> {
-        let inv = self.queue.inner.scripts.stats.key(&self.queue.inner.prefix);
-        let v: Vec<i64> = self.run("counting", &inv).await?;
-        Ok(parse_stats(&v))
+        let inv = self.queue.invocation(Name::Stats);
+        let v: Vec<i64> = self.run("counting", Name::Stats, &inv).await?;
+        Ok(self.queue.counted(&v))
     }
     async fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
         if limit == 0 {
@@ -382,15 +438,15 @@ impl AsyncJobQueue for AsyncRedisQueue {
         }
         let before = self.queue.client_now_ns();
         let last = limit.min(i64::MAX as usize) - 1;
-        let mut inv = self.queue.inner.scripts.dead.key(&self.queue.inner.prefix);
+        let mut inv = self.queue.invocation(Name::Dead);
         inv.arg(last);
-        let reply: Value = self.run("listing dead jobs", &inv).await?;
+        let reply: Value = self.run("listing dead jobs", Name::Dead, &inv).await?;
         parse_dead(reply, before)
     }
     async fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
         let delay = self.queue.delay_to(at)?;
         let args = [id.0.to_string(), delay.to_string(), self.queue.inner.max_attempts.to_string()];
-        self.flag("requeueing", &self.queue.inner.scripts.requeue, &args).await
+        self.flag("requeueing", Name::Requeue, &args).await
     }
 }
 

@@ -3,6 +3,7 @@
 
 #[cfg(feature = "redis-async")]
 mod aio;
+mod metrics;
 mod pool;
 mod scripts;
 mod watch;
@@ -18,15 +19,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis::Value;
+use redis::{FromRedisValue, ScriptInvocation, Value};
 
 use crate::contract::JobQueue;
 use crate::error::DurableError;
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
 use crate::stop::StopSignal;
 
-use self::pool::{redis_error, Pool, Target};
-use self::scripts::Scripts;
+use self::metrics::{Metrics, ReserveCounts};
+use self::pool::{redis_error, transient, Pool, Target};
+use self::scripts::{Name, Scripts};
 use self::watch::{Notifier, Source, Watch};
 
 /// The most jobs one `reserve_many` leases (a larger `max` is taken as this):
@@ -99,6 +101,9 @@ struct Inner {
     prefix: String,
     pool: Pool,
     scripts: Scripts,
+    /// The figures of the `metrics` feature, shared with the pool (which
+    /// counts reconnects) and with any `AsyncRedisQueue` made from this.
+    metrics: Arc<Metrics>,
     notifier: Arc<Notifier>,
     watcher: Mutex<Option<JoinHandle<()>>>,
     stop: Arc<AtomicBool>,
@@ -279,7 +284,7 @@ impl RedisBuilder {
             .map_err(|e| redis_error(e, "opening the cluster"))?;
         let key = format!("delayq:{{{name}}}:");
         let what = format!("the cluster at {}", urls.join(", "));
-        self.open_on(Target::Cluster(client), Source::Cluster { nodes, key }, &what, name)
+        self.open_on(Target::Cluster(Box::new(client)), Source::Cluster { nodes, key }, &what, name)
     }
 
     fn open_on(
@@ -301,7 +306,9 @@ impl RedisBuilder {
         if self.liveness.is_zero() || self.io_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(DurableError::InvalidArgument("timeouts must be longer than zero"));
         }
-        let pool = Pool::new(target, self.connect_timeout, Some(self.io_timeout), self.retry_for);
+        let metrics = Arc::new(Metrics::new(name));
+        let pool =
+            Pool::new(target, self.connect_timeout, Some(self.io_timeout), self.retry_for, metrics.clone());
         // Reach the server now, so a wrong address is reported here.
         pool.run(&format!("connecting to {url}"), |con| redis::cmd("PING").query::<String>(con))?;
         let prefix = format!("delayq:{{{name}}}:");
@@ -328,6 +335,7 @@ impl RedisBuilder {
                 prefix,
                 pool,
                 scripts: Scripts::new(),
+                metrics,
                 notifier,
                 watcher: Mutex::new(Some(watcher)),
                 stop,
@@ -372,17 +380,29 @@ impl Stamp {
     }
 }
 
-/// The reserve script's reply: `(stamp, jobs, next due µs)`; `before` is the
-/// client's clock read before the request.
-fn parse_reserve(reply: Value, before: i128) -> Result<(Stamp, Vec<Job>, Option<i64>), DurableError> {
+/// The reserve script's reply, as [`parse_reserve`] reads it.
+struct Reserved {
+    stamp: Stamp,
+    jobs: Vec<Job>,
+    /// With no job: the next due time (µs, server clock), if any.
+    next: Option<i64>,
+    /// The trailing counts, for the metrics (zeros and `None` if absent).
+    counts: ReserveCounts,
+}
+
+/// The reserve script's reply; `before` is the client's clock read before
+/// the request. The four counts after the jobs (or the next due time) are
+/// optional: a reply without them reads as no expiry and no job counts.
+fn parse_reserve(reply: Value, before: i128) -> Result<Reserved, DurableError> {
     let mut items = array(reply)?.into_iter();
     let mut next = || items.next().ok_or_else(|| DurableError::Redis("short reply to reserve".into()));
     let stamp = Stamp { server_us: int(&next()?)?, client_ns: before };
     let n = int(&next()?)?;
     let mut jobs = Vec::with_capacity(n.max(0) as usize);
+    let mut due = None;
     if n == 0 {
-        let due = int(&next()?)?;
-        return Ok((stamp, jobs, (due >= 0).then_some(due)));
+        let at = int(&next()?)?;
+        due = (at >= 0).then_some(at);
     }
     for _ in 0..n {
         let id = int(&next()?)? as u64;
@@ -404,7 +424,15 @@ fn parse_reserve(reply: Value, before: i128) -> Result<(Stamp, Vec<Job>, Option<
             last_error: (!error.is_empty()).then_some(error),
         });
     }
-    Ok((stamp, jobs, None))
+    let tail: Vec<u64> = items.map(|v| int(&v).map(|n| n.max(0) as u64)).collect::<Result<_, _>>()?;
+    let counts = match tail[..] {
+        [expired, pending, leased, dead, ..] => {
+            ReserveCounts { expired, jobs: Some((pending, leased, dead)) }
+        }
+        [expired, ..] => ReserveCounts { expired, jobs: None },
+        [] => ReserveCounts::default(),
+    };
+    Ok(Reserved { stamp, jobs, next: due, counts })
 }
 
 /// The dead-set listing's reply.
@@ -612,33 +640,64 @@ impl RedisQueue {
                 });
             }
         }
-        let nonce = self.nonce();
-        let ids: Vec<i64> = self.inner.pool.run("sending", |con| {
-            let mut inv = self.inner.scripts.send.key(&self.inner.prefix);
-            inv.arg(&nonce).arg(self.inner.nonce_ttl).arg(self.inner.max_attempts).arg(jobs.len());
-            for (kind, payload, delay) in jobs {
-                inv.arg(*delay).arg(*kind).arg(*payload);
-            }
-            inv.invoke(con)
-        })?;
+        let mut inv = self.invocation(Name::Send);
+        inv.arg(self.nonce()).arg(self.inner.nonce_ttl).arg(self.inner.max_attempts).arg(jobs.len());
+        for (kind, payload, delay) in jobs {
+            inv.arg(*delay).arg(*kind).arg(*payload);
+        }
+        let ids: Vec<i64> = self.run("sending", Name::Send, &inv)?;
+        self.inner.metrics.sent(ids.len());
         Ok(ids.into_iter().map(|id| JobId(id as u64)).collect())
     }
 
-    /// Runs the reserve script: `(stamp, jobs, next due µs)`.
-    fn reserve_once(
+    /// The script `name` on this queue's keys, its arguments to add.
+    fn invocation(&self, name: Name) -> ScriptInvocation<'_> {
+        self.inner.scripts.get(name).key(&self.inner.prefix)
+    }
+
+    /// Runs a script through the pool (retrying transient failures) and
+    /// records its round trip: once per attempt the server answered.
+    fn run<T: FromRedisValue>(
         &self,
-        lease_us: i64,
-        max: usize,
-    ) -> Result<(Stamp, Vec<Job>, Option<i64>), DurableError> {
+        doing: &str,
+        name: Name,
+        inv: &ScriptInvocation<'_>,
+    ) -> Result<T, DurableError> {
+        let metrics = &self.inner.metrics;
+        self.inner.pool.run(doing, |con| {
+            let start = Instant::now();
+            let r = inv.invoke(con);
+            if !r.as_ref().is_err_and(transient) {
+                metrics.script(name, start.elapsed());
+            }
+            r
+        })
+    }
+
+    /// The reserve script's invocation, leasing up to `max` jobs (at most
+    /// [`MAX_RESERVE`]) for `lease_us`.
+    fn reserve_invocation(&self, lease_us: i64, max: usize) -> ScriptInvocation<'_> {
         let max = max.min(MAX_RESERVE);
         let tokens: Vec<u64> = (0..max).map(|_| self.token()).collect();
+        let mut inv = self.invocation(Name::Reserve);
+        inv.arg(lease_us).arg(max).arg(&tokens);
+        inv
+    }
+
+    /// Reads the reserve script's reply (`before`: the client's clock before
+    /// the request) and records what it reports.
+    fn reserved(&self, reply: Value, before: i128) -> Result<Reserved, DurableError> {
+        let r = parse_reserve(reply, before)?;
+        self.inner.metrics.reserved(&r.jobs, &r.counts);
+        Ok(r)
+    }
+
+    /// Runs the reserve script.
+    fn reserve_once(&self, lease_us: i64, max: usize) -> Result<Reserved, DurableError> {
+        let inv = self.reserve_invocation(lease_us, max);
         let before = self.client_now_ns();
-        let reply: Value = self.inner.pool.run("reserving", |con| {
-            let mut inv = self.inner.scripts.reserve.key(&self.inner.prefix);
-            inv.arg(lease_us).arg(max).arg(&tokens);
-            inv.invoke(con)
-        })?;
-        parse_reserve(reply, before)
+        let reply: Value = self.run("reserving", Name::Reserve, &inv)?;
+        self.reserved(reply, before)
     }
 
     /// Blocks until a job is due by the server's clock, leases it, returns it.
@@ -711,7 +770,7 @@ impl RedisQueue {
             // Read the generation before the script: a job made pending after
             // the script ran announces itself with a newer one.
             let seen = self.inner.notifier.generation();
-            let (stamp, jobs, next) = self.reserve_once(lease_us, max)?;
+            let Reserved { stamp, jobs, next, .. } = self.reserve_once(lease_us, max)?;
             if !jobs.is_empty() {
                 return Ok(jobs);
             }
@@ -730,17 +789,30 @@ impl RedisQueue {
         }
     }
 
-    fn flag(&self, doing: &str, script: &redis::Script, args: &[String]) -> Result<bool, DurableError> {
-        let nonce = self.nonce();
-        let r: i64 = self.inner.pool.run(doing, |con| {
-            let mut inv = script.key(&self.inner.prefix);
-            inv.arg(&nonce).arg(self.inner.nonce_ttl);
-            for a in args {
-                inv.arg(a);
-            }
-            inv.invoke(con)
-        })?;
-        Ok(r == 1)
+    /// The invocation of a change's script `name` answered by a flag: its
+    /// nonce, the nonce TTL, then `args`.
+    fn flag_invocation(&self, name: Name, args: &[String]) -> ScriptInvocation<'_> {
+        let mut inv = self.invocation(name);
+        inv.arg(self.nonce()).arg(self.inner.nonce_ttl);
+        for a in args {
+            inv.arg(a);
+        }
+        inv
+    }
+
+    /// Records what a change's flag says it did.
+    fn flagged(&self, name: Name, done: bool) -> bool {
+        match (name, done) {
+            (Name::Ack, true) => self.inner.metrics.acked(1),
+            (Name::Nack, true) => self.inner.metrics.nacked(),
+            _ => {}
+        }
+        done
+    }
+
+    fn flag(&self, doing: &str, name: Name, args: &[String]) -> Result<bool, DurableError> {
+        let r: i64 = self.run(doing, name, &self.flag_invocation(name, args))?;
+        Ok(self.flagged(name, r == 1))
     }
 
     /// Deletes a job the caller holds the lease of; `Ok(false)` if the lease is
@@ -750,7 +822,7 @@ impl RedisQueue {
         if job.token == 0 {
             return Ok(false);
         }
-        self.flag("acking", &self.inner.scripts.ack, &[job.id.0.to_string(), job.token.to_string()])
+        self.flag("acking", Name::Ack, &[job.id.0.to_string(), job.token.to_string()])
     }
 
     /// Acks several jobs in one script; `Ok(flags)` in order, as for [`ack`](Self::ack).
@@ -758,16 +830,24 @@ impl RedisQueue {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        let nonce = self.nonce();
-        let flags: Vec<i64> = self.inner.pool.run("acking", |con| {
-            let mut inv = self.inner.scripts.ack_many.key(&self.inner.prefix);
-            inv.arg(&nonce).arg(self.inner.nonce_ttl).arg(jobs.len());
-            for job in jobs {
-                inv.arg(job.id.0).arg(job.token);
-            }
-            inv.invoke(con)
-        })?;
-        Ok(flags.into_iter().map(|f| f == 1).collect())
+        let flags: Vec<i64> = self.run("acking", Name::AckMany, &self.ack_many_invocation(jobs))?;
+        Ok(self.acked_many(&flags))
+    }
+
+    fn ack_many_invocation(&self, jobs: &[Job]) -> ScriptInvocation<'_> {
+        let mut inv = self.invocation(Name::AckMany);
+        inv.arg(self.nonce()).arg(self.inner.nonce_ttl).arg(jobs.len());
+        for job in jobs {
+            inv.arg(job.id.0).arg(job.token);
+        }
+        inv
+    }
+
+    /// The ack-many script's flags, recorded.
+    fn acked_many(&self, flags: &[i64]) -> Vec<bool> {
+        let flags: Vec<bool> = flags.iter().map(|&f| f == 1).collect();
+        self.inner.metrics.acked(flags.iter().filter(|&&f| f).count());
+        flags
     }
 
     /// Retries the job at `retry_at` (as a delay from this client's clock), or
@@ -778,7 +858,7 @@ impl RedisQueue {
             return Ok(false);
         }
         let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string(), String::new()];
-        self.flag("nacking", &self.inner.scripts.nack, &args)
+        self.flag("nacking", Name::Nack, &args)
     }
 
     /// As [`nack`](Self::nack), and stores `error` as the job's
@@ -794,7 +874,7 @@ impl RedisQueue {
             return Ok(false);
         }
         let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string(), clip_error(error)];
-        self.flag("nacking", &self.inner.scripts.nack, &args)
+        self.flag("nacking", Name::Nack, &args)
     }
 
     /// Moves a job the caller holds the lease of to the dead set now, with
@@ -804,7 +884,7 @@ impl RedisQueue {
             return Ok(false);
         }
         let args = [job.id.0.to_string(), job.token.to_string(), clip_error(error)];
-        self.flag("killing", &self.inner.scripts.kill, &args)
+        self.flag("killing", Name::Kill, &args)
     }
 
     /// Extends the caller's lease to `lease` from the server's now.
@@ -814,12 +894,12 @@ impl RedisQueue {
             return Ok(false);
         }
         let args = [job.id.0.to_string(), job.token.to_string(), lease.to_string()];
-        self.flag("extending", &self.inner.scripts.extend, &args)
+        self.flag("extending", Name::Extend, &args)
     }
 
     /// Deletes a job in any state; `Ok(false)` if there is none.
     pub fn cancel(&self, id: JobId) -> Result<bool, DurableError> {
-        self.flag("cancelling", &self.inner.scripts.cancel, &[id.0.to_string()])
+        self.flag("cancelling", Name::Cancel, &[id.0.to_string()])
     }
 
     /// Moves a dead job back to pending, due at `at`, with `max_attempts` more deliveries.
@@ -827,18 +907,22 @@ impl RedisQueue {
         let delay = self.delay_to(at)?;
         self.flag(
             "requeueing",
-            &self.inner.scripts.requeue,
+            Name::Requeue,
             &[id.0.to_string(), delay.to_string(), self.inner.max_attempts.to_string()],
         )
     }
 
     /// Jobs by state.
     pub fn stats(&self) -> Result<Stats, DurableError> {
-        let v: Vec<i64> = self
-            .inner
-            .pool
-            .run("counting", |con| self.inner.scripts.stats.key(&self.inner.prefix).invoke(con))?;
-        Ok(parse_stats(&v))
+        let v: Vec<i64> = self.run("counting", Name::Stats, &self.invocation(Name::Stats))?;
+        Ok(self.counted(&v))
+    }
+
+    /// The stats script's reply, recorded.
+    fn counted(&self, v: &[i64]) -> Stats {
+        let s = parse_stats(v);
+        self.inner.metrics.stats(&s);
+        s
     }
 
     /// Pending plus leased jobs.
@@ -860,16 +944,16 @@ impl RedisQueue {
         let before = self.client_now_ns();
         // ZRANGE's last index; Redis takes at most `i64::MAX`.
         let last = limit.min(i64::MAX as usize) - 1;
-        let reply: Value = self.inner.pool.run("listing dead jobs", |con| {
-            self.inner.scripts.dead.key(&self.inner.prefix).arg(last).invoke(con)
-        })?;
+        let mut inv = self.invocation(Name::Dead);
+        inv.arg(last);
+        let reply: Value = self.run("listing dead jobs", Name::Dead, &inv)?;
         parse_dead(reply, before)
     }
 
     /// The inspection API's guarded delete (`inspect.rs`): only a job whose
     /// state letter is in `letters`.
     pub(crate) fn cancel_in(&self, id: JobId, letters: &str) -> Result<bool, DurableError> {
-        self.flag("cancelling", &self.inner.scripts.cancel_in, &[id.0.to_string(), letters.to_string()])
+        self.flag("cancelling", Name::CancelIn, &[id.0.to_string(), letters.to_string()])
     }
 
     /// The inspection API's read (`inspect.rs`): `args` is `["set", name,
@@ -877,9 +961,9 @@ impl RedisQueue {
     /// `d`). The lease token is never read: a listed job cannot be acked.
     pub(crate) fn inspect(&self, args: &[String]) -> Result<Vec<(u8, Job)>, DurableError> {
         let before = self.client_now_ns();
-        let reply: Value = self.inner.pool.run("inspecting jobs", |con| {
-            self.inner.scripts.inspect.key(&self.inner.prefix).arg(args).invoke(con)
-        })?;
+        let mut inv = self.invocation(Name::Inspect);
+        inv.arg(args);
+        let reply: Value = self.run("inspecting jobs", Name::Inspect, &inv)?;
         let mut items = array(reply)?.into_iter();
         let stamp = Stamp { server_us: int(&items.next().unwrap_or(Value::Int(0)))?, client_ns: before };
         let mut out = Vec::new();

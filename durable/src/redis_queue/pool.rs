@@ -4,10 +4,11 @@
 //! nonce whose result the server keeps (`r:<nonce>`), so a call retried after
 //! its reply was lost returns the first result instead of applying twice.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::metrics::Metrics;
 use crate::error::DurableError;
 
 /// Idle connections kept for reuse.
@@ -18,7 +19,8 @@ const KEEP_IDLE: usize = 32;
 #[derive(Clone)]
 pub(crate) enum Target {
     One(redis::Client),
-    Cluster(redis::cluster::ClusterClient),
+    // Boxed: a cluster client is twice a plain one's size.
+    Cluster(Box<redis::cluster::ClusterClient>),
 }
 
 /// A connection to a [`Target`].
@@ -85,6 +87,8 @@ pub(crate) struct Pool {
     pub(crate) connect_timeout: Duration,
     pub(crate) io_timeout: Option<Duration>,
     pub(crate) retry_for: Duration,
+    /// Counts the reconnects (and is shared with the queue's other figures).
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 /// Whether an error may go away by reconnecting and trying again.
@@ -112,14 +116,25 @@ impl Pool {
         connect_timeout: Duration,
         io_timeout: Option<Duration>,
         retry_for: Duration,
+        metrics: Arc<Metrics>,
     ) -> Pool {
-        Pool { target, idle: Mutex::new(Vec::new()), connect_timeout, io_timeout, retry_for }
+        Pool { target, idle: Mutex::new(Vec::new()), connect_timeout, io_timeout, retry_for, metrics }
     }
 
-    fn take(&self) -> redis::RedisResult<Conn> {
+    /// An idle connection, or a new one; `retrying`: this call failed on a
+    /// connection (transiently), so a new one is a reconnect.
+    fn take(&self, retrying: bool) -> redis::RedisResult<Conn> {
         if let Some(con) = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop() {
             return Ok(con);
         }
+        let con = self.open()?;
+        if retrying {
+            self.metrics.reconnect();
+        }
+        Ok(con)
+    }
+
+    fn open(&self) -> redis::RedisResult<Conn> {
         match &self.target {
             Target::One(client) => {
                 let con = client.get_connection_with_timeout(self.connect_timeout)?;
@@ -148,7 +163,7 @@ impl Pool {
         &self,
         f: impl FnOnce(&mut Conn) -> redis::RedisResult<T>,
     ) -> redis::RedisResult<T> {
-        let mut con = self.take()?;
+        let mut con = self.take(false)?;
         let r = f(&mut con);
         if r.is_ok() {
             self.put(con);
@@ -176,8 +191,9 @@ impl Pool {
     ) -> Result<T, DurableError> {
         let start = Instant::now();
         let mut backoff = Duration::from_millis(5);
+        let mut retrying = false;
         loop {
-            let result = self.take().and_then(|mut con| {
+            let result = self.take(retrying).and_then(|mut con| {
                 let r = f(&mut con);
                 if r.is_ok() || !r.as_ref().err().is_some_and(transient) {
                     self.put(con);
@@ -187,6 +203,7 @@ impl Pool {
             match result {
                 Ok(v) => return Ok(v),
                 Err(e) if transient(&e) && start.elapsed() < self.retry_for => {
+                    retrying = true;
                     self.drop_idle();
                     thread::sleep(backoff.min(self.retry_for.saturating_sub(start.elapsed())));
                     backoff = (backoff * 2).min(Duration::from_millis(500));

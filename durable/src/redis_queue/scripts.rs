@@ -89,11 +89,17 @@ return ids
 /// at most now, and the client asks again at once). Returns `{now, n, ...}`: with n > 0, eight fields per
 /// job (id, attempt, token, lease_until, deadline, payload, kind, error — the
 /// last two `""` when absent); with n = 0, the
-/// next due time (a pending deadline or a lease end), or -1 if none.
+/// next due time (a pending deadline or a lease end), or -1 if none. Then,
+/// last, four counts for the client's metrics: the expired leases acted on
+/// (the job due again or dead; an entry without its hash is not counted), and
+/// the jobs pending, leased and dead after the script (`ZCARD`s, O(1) each).
+/// A reader that stops after the jobs or the next due time (as the first
+/// form of this reply did) is not disturbed by them.
 const RESERVE: &str = r#"
 local lease = tonumber(ARGV[1])
 local max = ARGV[2]
 local expired = redis.call('ZRANGEBYSCORE', p .. 'leased', '-inf', now, 'LIMIT', 0, 100)
+local ended = 0
 for _, id in ipairs(expired) do
   local k = p .. 'job:' .. id
   redis.call('ZREM', p .. 'leased', id)
@@ -103,11 +109,13 @@ for _, id in ipairs(expired) do
   elseif tonumber(f[1]) >= tonumber(f[2]) then
     redis.call('HSET', k, 'state', 'd', 'token', 0, 'error', 'lease expired (attempt ' .. f[1] .. ')')
     redis.call('ZADD', p .. 'dead', now, id)
+    ended = ended + 1
   else
     -- Due again; the token stays, so a late ack still counts until the job
     -- is leased to someone else. Why it came back is its last error.
     redis.call('HSET', k, 'state', 'p', 'error', 'lease expired (attempt ' .. f[1] .. ')')
     redis.call('ZADD', p .. 'pending', f[3], id)
+    ended = ended + 1
   end
 end
 local due = redis.call('ZRANGEBYSCORE', p .. 'pending', '-inf', now, 'LIMIT', 0, max)
@@ -144,6 +152,10 @@ if n == 0 then
   if b[2] and (nxt < 0 or tonumber(b[2]) < nxt) then nxt = tonumber(b[2]) end
   table.insert(out, nxt)
 end
+table.insert(out, ended)
+table.insert(out, redis.call('ZCARD', p .. 'pending'))
+table.insert(out, redis.call('ZCARD', p .. 'leased'))
+table.insert(out, redis.call('ZCARD', p .. 'dead'))
 return out
 "#;
 
@@ -343,6 +355,66 @@ end
 return out
 "#;
 
+/// Which script: its label on the latency histogram
+/// (`delayq_durable_redis_script_seconds{script}`), and its slot in
+/// [`Scripts::get`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Name {
+    Send,
+    Reserve,
+    Ack,
+    AckMany,
+    Nack,
+    Kill,
+    Extend,
+    Cancel,
+    Requeue,
+    Stats,
+    Dead,
+    Inspect,
+    CancelIn,
+}
+
+impl Name {
+    /// Every script, in `as usize` order.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) const ALL: [Name; 13] = [
+        Name::Send,
+        Name::Reserve,
+        Name::Ack,
+        Name::AckMany,
+        Name::Nack,
+        Name::Kill,
+        Name::Extend,
+        Name::Cancel,
+        Name::Requeue,
+        Name::Stats,
+        Name::Dead,
+        Name::Inspect,
+        Name::CancelIn,
+    ];
+
+    /// The `script` label.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Name::Send => "send",
+            Name::Reserve => "reserve",
+            Name::Ack => "ack",
+            Name::AckMany => "ack_many",
+            Name::Nack => "nack",
+            Name::Kill => "kill",
+            Name::Extend => "extend",
+            Name::Cancel => "cancel",
+            Name::Requeue => "requeue",
+            Name::Stats => "stats",
+            Name::Dead => "dead",
+            Name::Inspect => "inspect",
+            Name::CancelIn => "cancel_in",
+        }
+    }
+}
+
 /// The compiled scripts (each is loaded by hash, sent in full once per
 /// connection if the server does not have it).
 pub(crate) struct Scripts {
@@ -378,6 +450,25 @@ impl Scripts {
             dead: s(DEAD),
             inspect: s(INSPECT),
             cancel_in: s(CANCEL_IN),
+        }
+    }
+
+    /// The script `name`.
+    pub(crate) fn get(&self, name: Name) -> &redis::Script {
+        match name {
+            Name::Send => &self.send,
+            Name::Reserve => &self.reserve,
+            Name::Ack => &self.ack,
+            Name::AckMany => &self.ack_many,
+            Name::Nack => &self.nack,
+            Name::Kill => &self.kill,
+            Name::Extend => &self.extend,
+            Name::Cancel => &self.cancel,
+            Name::Requeue => &self.requeue,
+            Name::Stats => &self.stats,
+            Name::Dead => &self.dead,
+            Name::Inspect => &self.inspect,
+            Name::CancelIn => &self.cancel_in,
         }
     }
 }
