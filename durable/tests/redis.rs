@@ -18,32 +18,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use conformance::{ms, Opts};
 use delayq_durable::{JobId, RedisQueue};
-use redis_server::RedisServer;
+use redis_server::{unique, RedisServer};
 
 /// The server the conformance cases share (each case uses its own queue name).
 fn shared() -> Option<&'static RedisServer> {
-    static SERVER: OnceLock<Option<&'static RedisServer>> = OnceLock::new();
-    *SERVER.get_or_init(|| {
-        if !redis_server::available() {
-            return None;
-        }
-        // Started from a thread that never ends: the server's death signal is
-        // tied to the thread that spawned it, and test threads come and go.
-        let (tx, rx) = std::sync::mpsc::channel();
-        thread::spawn(move || {
-            let server: &'static RedisServer = Box::leak(Box::new(RedisServer::start("shared")));
-            tx.send(server).unwrap();
-            loop {
-                thread::park();
-            }
-        });
-        Some(rx.recv().unwrap())
+    static SHARED: OnceLock<Option<&'static RedisServer>> = OnceLock::new();
+    *SHARED.get_or_init(|| {
+        redis_server::available().then(|| redis_server::start_shared(|| RedisServer::start("shared")))
     })
-}
-
-fn unique(tag: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!("{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
 fn open_redis(opts: Opts) -> Option<RedisQueue> {

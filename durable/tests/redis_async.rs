@@ -11,7 +11,7 @@ mod redis_server;
 
 use std::future::{poll_fn, Future};
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::task::{Poll, Waker};
 use std::thread;
@@ -20,32 +20,14 @@ use std::time::{Duration, Instant};
 use async_adapter::{poll_once, BlockOn, CountingWaker, Tokio};
 use conformance::{ms, Opts, PATIENCE};
 use delayq_durable::{AsyncJobQueue, AsyncRedisQueue, DurableError, RedisQueue, StopSignal};
-use redis_server::RedisServer;
+use redis_server::{unique, RedisServer};
 
 /// The server the cases share (each case uses its own queue name).
 fn shared() -> Option<&'static RedisServer> {
-    static SERVER: OnceLock<Option<&'static RedisServer>> = OnceLock::new();
-    *SERVER.get_or_init(|| {
-        if !redis_server::available() {
-            return None;
-        }
-        // Started from a thread that never ends: the server's death signal is
-        // tied to the thread that spawned it, and test threads come and go.
-        let (tx, rx) = std::sync::mpsc::channel();
-        thread::spawn(move || {
-            let server: &'static RedisServer = Box::leak(Box::new(RedisServer::start("async")));
-            tx.send(server).unwrap();
-            loop {
-                thread::park();
-            }
-        });
-        Some(rx.recv().unwrap())
+    static SHARED: OnceLock<Option<&'static RedisServer>> = OnceLock::new();
+    *SHARED.get_or_init(|| {
+        redis_server::available().then(|| redis_server::start_shared(|| RedisServer::start("async")))
     })
-}
-
-fn unique(tag: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!("{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
 fn open_async(opts: Opts) -> Option<BlockOn<AsyncRedisQueue, Tokio>> {

@@ -18,34 +18,16 @@ use std::time::{Duration, Instant};
 
 use conformance::{ms, Opts};
 use delayq_durable::{DurableError, RedisQueue};
-use redis_server::RedisCluster;
+use redis_server::{unique, RedisCluster};
 
 const LEASE: Duration = Duration::from_secs(30);
 
 /// The cluster the conformance cases share (each case uses its own queue).
 fn shared() -> Option<&'static RedisCluster> {
-    static CLUSTER: OnceLock<Option<&'static RedisCluster>> = OnceLock::new();
-    *CLUSTER.get_or_init(|| {
-        if !redis_server::available() {
-            return None;
-        }
-        // Started from a thread that never ends: each server's death signal
-        // is tied to the thread that spawned it.
-        let (tx, rx) = std::sync::mpsc::channel();
-        thread::spawn(move || {
-            let cluster: &'static RedisCluster = Box::leak(Box::new(RedisCluster::start("shared")));
-            tx.send(cluster).unwrap();
-            loop {
-                thread::park();
-            }
-        });
-        Some(rx.recv().unwrap())
+    static SHARED: OnceLock<Option<&'static RedisCluster>> = OnceLock::new();
+    *SHARED.get_or_init(|| {
+        redis_server::available().then(|| redis_server::start_shared(|| RedisCluster::start("shared")))
     })
-}
-
-fn unique(tag: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!("{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
 fn connect(cluster: &RedisCluster, name: &str) -> RedisQueue {

@@ -24,6 +24,29 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Starts `start()` on a thread that never ends, and leaks what it returns:
+/// for the server (or cluster) that a test binary's cases share. A
+/// server's death signal (`PR_SET_PDEATHSIG`) is tied to the thread that
+/// spawned it, and test threads come and go.
+pub fn start_shared<T: Send + Sync + 'static>(start: impl FnOnce() -> T + Send + 'static) -> &'static T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let shared: &'static T = Box::leak(Box::new(start()));
+        tx.send(shared).unwrap();
+        loop {
+            std::thread::park();
+        }
+    });
+    rx.recv().unwrap()
+}
+
+/// A queue name no other case of this run uses: `tag`, the process id and
+/// a counter.
+pub fn unique(tag: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!("{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
 pub fn available() -> bool {
     let found = Command::new("redis-server")
         .arg("--version")
