@@ -72,80 +72,36 @@ mod off {
 mod on {
     use super::{Duration, Name, ReserveCounts};
     use crate::job::{Job, Stats};
-    use ::metrics::{Counter, Gauge, Histogram, Unit};
+    use crate::metrics::Jobs;
+    use ::metrics::{Counter, Histogram, Unit};
 
     /// The queue's handles, registered with the recorder installed when the
     /// queue was connected.
     pub(crate) struct Metrics {
-        pending: Gauge,
-        reserved: Gauge,
-        dead: Gauge,
-        sent: Counter,
-        reserves: Counter,
-        redelivered: Counter,
-        acked: Counter,
-        nacked: Counter,
-        lease_expired: Counter,
+        /// What both backends report alike.
+        jobs: Jobs,
         reconnects: Counter,
         /// Indexed by `Name as usize`.
         scripts: Vec<Histogram>,
     }
 
-    fn describe() {
-        use ::metrics::{describe_counter, describe_gauge, describe_histogram};
-        describe_gauge!(
-            "delayq_durable_jobs",
-            Unit::Count,
-            "Jobs stored, by state (pending, reserved, dead)."
-        );
-        describe_counter!("delayq_durable_sent_total", Unit::Count, "Jobs stored by sends.");
-        describe_counter!("delayq_durable_reserved_total", Unit::Count, "Leases granted (deliveries).");
-        describe_counter!(
-            "delayq_durable_redelivered_total",
-            Unit::Count,
-            "Leases granted on a job delivered before (attempt above 1)."
-        );
-        describe_counter!("delayq_durable_acked_total", Unit::Count, "Acks that deleted their job.");
-        describe_counter!(
-            "delayq_durable_nacked_total",
-            Unit::Count,
-            "Nacks that gave their job back (to retry, or to the dead set)."
-        );
-        describe_counter!(
-            "delayq_durable_lease_expired_total",
-            Unit::Count,
-            "Expired leases acted on: the job leased again, or moved to the dead set."
-        );
-        describe_counter!(
-            "delayq_durable_redis_reconnects_total",
-            Unit::Count,
-            "Connections for the scripts opened again after a transient failure."
-        );
-        describe_histogram!(
-            "delayq_durable_redis_script_seconds",
-            Unit::Seconds,
-            "One script call's round trip, by script."
-        );
-    }
-
     impl Metrics {
         pub(crate) fn new(queue: &str) -> Metrics {
-            use ::metrics::{counter, gauge, histogram};
-            describe();
+            use ::metrics::{counter, describe_counter, describe_histogram, histogram};
+            describe_counter!(
+                "delayq_durable_redis_reconnects_total",
+                Unit::Count,
+                "Connections for the scripts opened again after a transient failure."
+            );
+            describe_histogram!(
+                "delayq_durable_redis_script_seconds",
+                Unit::Seconds,
+                "One script call's round trip, by script."
+            );
             let q = queue.to_owned();
-            let jobs =
-                |state: &'static str| gauge!("delayq_durable_jobs", "queue" => q.clone(), "state" => state);
             let script = |name: Name| histogram!("delayq_durable_redis_script_seconds", "queue" => q.clone(), "script" => name.label());
             Metrics {
-                pending: jobs("pending"),
-                reserved: jobs("reserved"),
-                dead: jobs("dead"),
-                sent: counter!("delayq_durable_sent_total", "queue" => q.clone()),
-                reserves: counter!("delayq_durable_reserved_total", "queue" => q.clone()),
-                redelivered: counter!("delayq_durable_redelivered_total", "queue" => q.clone()),
-                acked: counter!("delayq_durable_acked_total", "queue" => q.clone()),
-                nacked: counter!("delayq_durable_nacked_total", "queue" => q.clone()),
-                lease_expired: counter!("delayq_durable_lease_expired_total", "queue" => q.clone()),
+                jobs: Jobs::new(queue),
                 reconnects: counter!("delayq_durable_redis_reconnects_total", "queue" => q.clone()),
                 scripts: Name::ALL.iter().map(|&n| script(n)).collect(),
             }
@@ -163,47 +119,35 @@ mod on {
 
         /// A send stored `n` jobs.
         pub(crate) fn sent(&self, n: usize) {
-            self.sent.increment(n as u64);
+            self.jobs.sent.increment(n as u64);
         }
 
         /// A reserve script leased `jobs` and reported `counts`.
         pub(crate) fn reserved(&self, jobs: &[Job], counts: &ReserveCounts) {
-            if !jobs.is_empty() {
-                self.reserves.increment(jobs.len() as u64);
-                let again = jobs.iter().filter(|j| j.attempt() > 1).count() as u64;
-                if again > 0 {
-                    self.redelivered.increment(again);
-                }
-            }
+            self.jobs.leased(jobs.iter().map(Job::attempt));
             if counts.expired > 0 {
-                self.lease_expired.increment(counts.expired);
+                self.jobs.lease_expired.increment(counts.expired);
             }
             if let Some((pending, leased, dead)) = counts.jobs {
-                self.jobs(pending, leased, dead);
+                self.jobs.states(pending, leased, dead);
             }
         }
 
         /// Acks deleted `n` jobs.
         pub(crate) fn acked(&self, n: usize) {
             if n > 0 {
-                self.acked.increment(n as u64);
+                self.jobs.acked.increment(n as u64);
             }
         }
 
         /// A nack gave its job back.
         pub(crate) fn nacked(&self) {
-            self.nacked.increment(1);
+            self.jobs.nacked.increment(1);
         }
 
         /// The counts a `stats` call read.
         pub(crate) fn stats(&self, s: &Stats) {
-            self.jobs(s.pending, s.leased, s.dead);
-        }
-
-        fn jobs(&self, pending: u64, leased: u64, dead: u64) {
-            self.pending.set(pending as f64);
-            self.reserved.set(leased as f64);
-            self.dead.set(dead as f64);
+            self.jobs.states(s.pending, s.leased, s.dead);
         }
     }
 }
