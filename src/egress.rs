@@ -192,8 +192,6 @@ impl<T> Egress<T> {
         }
     }
 
-    /// How many slots consumers have passed so far, in all (wraps; compare for
-    /// change only). A hint: others may be taking.
     /// Items consumers have taken so far: the head, less the positions that
     /// left otherwise. Read in this order it can only undercount (a position
     /// is counted as bypassed before the head can pass it), so a series of
@@ -205,6 +203,8 @@ impl<T> Egress<T> {
         head.saturating_sub(self.bypassed.load(Ordering::SeqCst))
     }
 
+    /// How many slots consumers have passed so far, in all (wraps; compare for
+    /// change only). A hint: others may be taking.
     pub(crate) fn taken_so_far(&self) -> usize {
         // Relaxed: a progress hint for the admission rules (the dequeue
         // proxy's, and a paused send whose `MAX_WAIT` ran out).

@@ -53,9 +53,9 @@ fn a_drained_burst_gives_its_memory_back() {
 /// A queue swinging 100 times between empty and a working set of 100,000
 /// items, faster than the index's trim delay (1 s empty), keeps its big
 /// buffers (64 KiB or more: the key table's pages, node buffers): 53 in the
-/// first swing, 1.8 a swing after warm-up (release build, 2026-11-26). Before
-/// the hysteresis (16 spare pages, node buffers freed past 64 KiB) it was 55
-/// and 19.4; trimming the index at every swing made it 28 and more.
+/// first swing, 2.6 a swing after warm-up (release build, 2026-11-26). Before
+/// the hysteresis (16 spare pages, the ready heap shrunk past 64 KiB) it was
+/// 55 and 19.4; trimming the index at every swing made it 28 and more.
 #[test]
 fn swings_around_a_working_set_keep_their_buffers() {
     let _g = TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());

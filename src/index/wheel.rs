@@ -296,9 +296,11 @@ impl<T> WheelIndex<T> {
                 self.nodes -= 1;
             }
         }
-        // Keep a buffer up to 256 KiB for the next slot (a burst's larger
-        // ones go back at once; an idle index is trimmed whole).
-        if nodes.capacity() > 16_384 {
+        // Keep a modest buffer for the next slot (a burst's larger ones go
+        // back at once; an idle index is trimmed whole). Opened slots keep
+        // the buffer they are handed, so this bounds what a busy index that
+        // never empties keeps: 64 KiB a slot.
+        if nodes.capacity() > 4096 {
             nodes = Vec::new();
         }
         self.scratch = nodes;
