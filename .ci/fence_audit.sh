@@ -44,7 +44,10 @@ for f in "${fences[@]}"; do
     continue
   fi
   if ! run_models "$copy" -p loom-tests --no-fail-fast; then
-    echo "FAILS  $where: $(grep -oE 'test [a-z_]+ \.\.\. FAILED' "$scratch/out.log" | sed 's/^test //; s/ \.\.\. FAILED//' | tr '\n' ' ' || true)"
+    # A model that deadlocks aborts its test binary (loom panics inside a
+    # panic), so it never prints "... FAILED": name it by its panic line.
+    echo "FAILS  $where: $( { grep -oE 'test [a-z_]+ \.\.\. FAILED' "$scratch/out.log" | sed 's/^test //; s/ \.\.\. FAILED//'; \
+      grep -oE "^thread '[a-z_]+' \([0-9]+\) panicked" "$scratch/out.log" | cut -d"'" -f2; } | sort -u | tr '\n' ' ' || true)"
   else
     echo "PASSES $where: no model fails without it"
   fi

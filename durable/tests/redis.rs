@@ -11,8 +11,7 @@ mod redis_server;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -211,62 +210,18 @@ fn a_server_killed_and_restarted_mid_stream_keeps_every_sent_job() {
     let server = RedisServer::start("restart");
     let queue = unique("restart");
     let q = RedisQueue::builder().retry_for(Duration::from_secs(15)).connect(&server.url(), &queue).unwrap();
-    let sent = Mutex::new(Vec::new());
-    let errors = AtomicUsize::new(0);
-    thread::scope(|s| {
-        for t in 0..4u32 {
-            let (q, sent, errors) = (&q, &sent, &errors);
-            s.spawn(move || {
-                let start = Instant::now();
-                let mut i = 0u32;
-                while start.elapsed() < Duration::from_millis(2500) {
-                    match q.send_after(&(t << 24 | i).to_le_bytes(), ms(0)) {
-                        Ok(id) => sent.lock().unwrap().push(id.0),
-                        Err(e) => {
-                            if errors.fetch_add(1, Ordering::Relaxed) < 3 {
-                                eprintln!("restart: a send failed: {e}");
-                            }
-                        }
-                    }
-                    i += 1;
-                }
-            });
-        }
+    let r = conformance::sends_survive(&q, "restart", || {
         thread::sleep(Duration::from_millis(800));
         server.kill();
         thread::sleep(Duration::from_millis(300));
         server.restart();
     });
-    let sent = sent.into_inner().unwrap();
-    assert!(sent.len() > 100, "too few sends to mean anything: {}", sent.len());
-    let mut got: HashMap<u64, u32> = HashMap::new();
-    while let Some(job) = q.reserve_timeout(LEASE, Duration::from_secs(2)).unwrap() {
-        *got.entry(job.id().0).or_default() += 1;
-        assert!(q.ack(&job).unwrap());
-    }
-    for id in &sent {
-        assert_eq!(
-            got.get(id),
-            Some(&1),
-            "job {id}, whose send returned Ok, came back {:?} times",
-            got.get(id)
-        );
-    }
-    // A job nobody was told about can only come from a call that failed
-    // (retries are deduplicated by nonce, so a retried send is stored once).
-    let failed = errors.load(Ordering::Relaxed);
-    assert!(
-        got.len() <= sent.len() + failed,
-        "{} jobs for {} Ok sends and {failed} failed ones",
-        got.len(),
-        sent.len()
-    );
     eprintln!(
         "restart: {} sends returned Ok, {} failed, {} jobs delivered (sends the server kept but whose reply was lost: {})",
-        sent.len(),
-        errors.load(Ordering::Relaxed),
-        got.len(),
-        got.len() - sent.len()
+        r.sent,
+        r.failed,
+        r.delivered,
+        r.delivered - r.sent
     );
 }
 

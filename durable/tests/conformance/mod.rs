@@ -379,6 +379,74 @@ pub fn reserve_or_stop_leases_a_due_job_or_returns_when_its_signal_is_raised(q: 
     }
 }
 
+/// What a stream of sends through a disruption came to ([`sends_survive`]).
+#[allow(dead_code)] // the Redis tests only
+#[derive(Debug)]
+pub struct Survived {
+    /// Sends that returned `Ok`.
+    pub sent: usize,
+    /// Sends that returned an error.
+    pub failed: usize,
+    /// Jobs reserved (and acked) afterwards.
+    pub delivered: usize,
+}
+
+/// Four threads send for 2.5 s while `disrupt` runs on this thread (it
+/// kills and restarts a server, say, and waits until it serves again); then
+/// every job is reserved and acked. Each send that returned `Ok` must come
+/// back exactly once; a job nobody was told about can only come from a send
+/// that failed (a retried send is stored once: retries are deduplicated by
+/// nonce). `label` prefixes the first failures printed.
+#[allow(dead_code)] // the Redis tests only
+pub fn sends_survive(q: &impl JobQueue, label: &str, disrupt: impl FnOnce()) -> Survived {
+    let sent = Mutex::new(Vec::new());
+    let errors = std::sync::atomic::AtomicUsize::new(0);
+    thread::scope(|s| {
+        for t in 0..4u32 {
+            let (sent, errors) = (&sent, &errors);
+            s.spawn(move || {
+                let start = std::time::Instant::now();
+                let mut i = 0u32;
+                while start.elapsed() < Duration::from_millis(2500) {
+                    match q.send_after(&(t << 24 | i).to_le_bytes(), ms(0)) {
+                        Ok(id) => sent.lock().unwrap().push(id.0),
+                        Err(e) => {
+                            if errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 3 {
+                                eprintln!("{label}: a send failed: {e}");
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+            });
+        }
+        disrupt();
+    });
+    let sent = sent.into_inner().unwrap();
+    assert!(sent.len() > 100, "too few sends to mean anything: {}", sent.len());
+    let mut got: HashMap<u64, u32> = HashMap::new();
+    while let Some(job) = q.reserve_timeout(LEASE, Duration::from_secs(2)).unwrap() {
+        *got.entry(job.id().0).or_default() += 1;
+        assert!(q.ack(&job).unwrap());
+    }
+    for id in &sent {
+        assert_eq!(
+            got.get(id),
+            Some(&1),
+            "job {id}, whose send returned Ok, came back {:?} times",
+            got.get(id)
+        );
+    }
+    let failed = errors.into_inner();
+    assert!(
+        got.len() <= sent.len() + failed,
+        "{} jobs for {} Ok sends and {failed} failed ones",
+        got.len(),
+        sent.len()
+    );
+    Survived { sent: sent.len(), failed, delivered: got.len() }
+}
+
 /// Generates one `#[test]` per conformance case for a backend. `$open` is a
 /// `fn(Opts) -> Option<impl JobQueue + 'static>` giving a fresh, empty queue
 /// (`None`: the backend is not available here, and the opener said so loudly).
