@@ -125,14 +125,3 @@ fn send_errors_by_kind_and_queues_by_name() {
     assert_eq!(s.counter("delayq_sent_total", &[("queue", "small")]), 1);
     assert_eq!(s.counter("delayq_sent_total", &[("queue", "other")]), 2);
 }
-
-/// Without a recorder, the queue builds and runs as it does without the
-/// feature; its lateness is not measured (no clock reads for nothing).
-#[test]
-fn no_recorder_no_figures() {
-    let rec = Recording::new();
-    let (tx, rx) = Builder::new().name("unwatched").build::<u32>().unwrap();
-    tx.send_after(1, Duration::ZERO).unwrap();
-    assert_eq!(rx.recv(), Ok(1));
-    assert!(rec.snapshot().metrics.is_empty());
-}
