@@ -20,7 +20,8 @@
 //! the timers lock moves every item due by `now + 2 × stage_ahead` (as many as
 //! the egress ring has room for; staged entries due after one of them go back
 //! to the index first, so that the ring stays in deadline order), reads the new
-//! head and, the proxy's round, records its sleep plan ([`Sleep`]). After
+//! head and, the proxy's round, records its sleep plan ([`Sleep`]: the time
+//! it will wake, so that only an insert due before then wakes it). After
 //! unlocking it wakes consumers; the proxy then parks until `stage_ahead`
 //! before the new head's deadline, an earlier head, egress room, a mock-clock
 //! step or shutdown — and, when no consumer leads for the oldest staged entry
@@ -133,9 +134,9 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
                 bell.awake();
             }
             Sleep::Until(t) => {
-                // Wake `stage_ahead` before the head's deadline to stage it, unless
-                // the ring is full (then staging waits for room or the deadline).
-                let t = if r.full { t } else { t.saturating_sub(shared.stage_ahead) };
+                // `t` is `stage_ahead` before the head's deadline, to stage it,
+                // unless the ring was full (then staging waits for room or the
+                // deadline): `round`.
                 let t = r.staged_wake.map_or(t, |w| w.min(t));
                 shared.clock.park(parker, Some(shared.ticks.instant(t)));
             }
@@ -155,8 +156,6 @@ struct Round {
     /// last round, still waiting.
     fell_due: Option<u64>,
     plan: Sleep,
-    /// The egress was full when the round ended.
-    full: bool,
     /// The deadline of the oldest staged entry still waiting.
     first_staged: Option<u64>,
     /// The deadline the leading consumer waits for, read after the pushes.
@@ -219,7 +218,15 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
             Err(_) => unreachable!("egress ring refused a push below capacity"),
         }
     }
-    let plan = Sleep::plan(t.index.next_wake(), due_left);
+    // The plan records when the proxy will wake, not the head's deadline: it
+    // wakes `stage_ahead` before the head (unless the ring is full), so an
+    // insert due no earlier than that is staged in time by that round and
+    // needs no wake-up of its own.
+    let full = shared.egress.is_full();
+    let plan = match Sleep::plan(t.index.next_wake(), due_left) {
+        Sleep::Until(head) if !full => Sleep::Until(head.saturating_sub(shared.stage_ahead)),
+        p => p,
+    };
     // The proxy's half of the lead hand-off (`lead.rs`): our pushes, a
     // fence, then the leader's deadline.
     let lead = shared.lead.after_push();
@@ -230,8 +237,7 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
         t.sleep = plan;
     }
     let (staged_now, index_len) = (t.staged.len(), t.index.len());
-    let full = shared.egress.is_full();
-    Round { due, staged, fell_due, plan, full, first_staged, lead, staged_wake, staged_now, index_len }
+    Round { due, staged, fell_due, plan, first_staged, lead, staged_wake, staged_now, index_len }
 }
 
 /// Wakes consumers after a round: for due entries, two (each consumer that

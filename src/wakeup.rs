@@ -5,8 +5,9 @@
 //! 1. **An earlier head** (enqueue proxy → sleeping dequeue proxy). The dequeue
 //!    proxy's plan, [`Sleep`], lives *inside the timers lock*. In one critical
 //!    section the dequeue proxy pops what is due, reads the new head and records
-//!    `Sleep::Until(head)` (or `Forever`); it parks only after unlocking. The
-//!    enqueue proxy inserts and reads `Sleep` in one critical section of the same
+//!    `Sleep::Until(wake)` — the head's deadline, or `stage_ahead` before it
+//!    when staging is on, the time it will wake to stage the head — (or
+//!    `Forever`); it parks only after unlocking. The enqueue proxy inserts and reads `Sleep` in one critical section of the same
 //!    lock, and unparks when the new head is earlier than the planned wake-up.
 //!
 //!    **Invariant:** whenever the lock is free, either the dequeue proxy is awake
@@ -43,7 +44,8 @@ use crate::sync::{fence, AtomicBool, Ordering, Unparker};
 pub(crate) enum Sleep {
     /// Running, or already unparked: it re-reads the heap before sleeping.
     Awake,
-    /// Parked until this tick (or an unpark).
+    /// Parked until this tick (or an unpark): no later than the head's
+    /// deadline, `stage_ahead` before it when staging is on.
     Until(u64),
     /// Parked with an empty heap.
     Forever,
