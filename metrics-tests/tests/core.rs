@@ -125,3 +125,51 @@ fn send_errors_by_kind_and_queues_by_name() {
     assert_eq!(s.counter("delayq_sent_total", &[("queue", "small")]), 1);
     assert_eq!(s.counter("delayq_sent_total", &[("queue", "other")]), 2);
 }
+
+/// The dequeue proxy's sleep plan is the time it will wake (`stage_ahead`
+/// before the index's head), not the head's deadline: an insert due at or
+/// after that wake-up is staged by the round it runs then and does not wake
+/// it; one due before it does. Rounds are counted by
+/// `delayq_proxy_batch_items{proxy="dequeue"}` (one value a round). On a mock
+/// clock the proxy parks until it is unparked, so every round after the first
+/// is a wake-up.
+#[test]
+fn only_an_insert_due_before_the_planned_wake_up_wakes_the_dequeue_proxy() {
+    let rec = Recording::new();
+    let clock = MockClock::new();
+    let (tx, rx) = rec.build(|| {
+        Builder::new().name("plan").clock(clock.clone()).stage_ahead(ms(10)).build::<u32>().unwrap()
+    });
+    let labels = [("queue", "plan"), ("proxy", "dequeue")];
+    let rounds = || rec.snapshot().histogram("delayq_proxy_batch_items", &labels).len();
+    // Rounds run after the enqueue role's unpark, on the proxy's thread: wait
+    // until none has run for 100 ms.
+    let settle = || {
+        let mut n = 0;
+        loop {
+            std::thread::sleep(ms(100));
+            match rounds() {
+                0 => return n,
+                more => n += more,
+            }
+        }
+    };
+    let t0 = clock.now();
+    // The head, due at 100 ms: the proxy plans to wake at 90 ms.
+    tx.send_at(1, t0 + ms(100)).unwrap();
+    rx.peek_deadline(); // a round trip through the enqueue role
+    assert!(settle() >= 1, "the first head wakes the proxy");
+    // Due at 95 ms: after the planned wake-up, before the head.
+    tx.send_at(2, t0 + ms(95)).unwrap();
+    rx.peek_deadline();
+    assert_eq!(settle(), 0, "an insert due after the planned wake-up woke the proxy");
+    // Due at 85 ms: before the planned wake-up.
+    tx.send_at(3, t0 + ms(85)).unwrap();
+    rx.peek_deadline();
+    assert_eq!(settle(), 1, "an insert due before the planned wake-up must wake the proxy, once");
+    // And nothing is lost or early: due in deadline order once the clock
+    // passes them.
+    clock.advance(ms(100));
+    let got: Vec<u32> = (0..3).map(|_| rx.recv().unwrap()).collect();
+    assert_eq!(got, vec![3, 2, 1]);
+}
