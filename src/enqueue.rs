@@ -127,7 +127,7 @@ pub(crate) fn hand_over<T>(shared: &Shared<T>) {
     help_or_ring(
         &shared.signals.enqueue,
         &shared.roles.enqueue,
-        shared.helping && !too_soon(),
+        || shared.helping && !too_soon(),
         || !shared.ingress.is_empty(),
         || {
             let (mut batch, mut done) = (Vec::new(), Vec::new());
@@ -142,8 +142,11 @@ pub(crate) fn hand_over<T>(shared: &Shared<T>) {
 /// on sending (helping there made one producer do the proxy's work in series
 /// with its own: 1×1 unthrottled ran at 2.5 M items/s instead of 3.9). Per
 /// thread, not per queue: many producers that each send now and then still
-/// help. Records the time of this help otherwise. Read only when the proxy
-/// is parked.
+/// help. Records the time of this help otherwise. Asked only when the
+/// proxy is parked (`help_or_ring` calls it lazily): asked at every push, as
+/// it once was, it read the clock for every send of a streaming producer and
+/// recorded a "help" each time: 1×1 unthrottled ran at 2.95–3.42 M items/s
+/// against 3.60–4.06 asked lazily (medians, docs/bench/README.md, ninth round).
 fn too_soon() -> bool {
     // Loom explores interleavings, not time: a hint read from the real
     // clock would make a model's choices differ between runs of the same

@@ -143,8 +143,10 @@ impl Drop for Held<'_> {
 }
 
 /// After a push of work for a proxy that parks on `bell` when idle: makes
-/// sure somebody performs the role for it. With `helping` off, rings the
-/// proxy if it is parked. With it on, a parked proxy is not woken: the pusher
+/// sure somebody performs the role for it. `helping` is asked only when the
+/// proxy is parked (it may read the clock: a push that finds the proxy awake,
+/// the streaming case, pays for nothing but the fence and one load). Without
+/// helping, rings the proxy if it is parked. With it on, a parked proxy is not woken: the pusher
 /// `perform`s one bounded piece of the role's work here if the role is free,
 /// releases it, and rings the proxy only if `work_left()` says some is left
 /// (more than `perform` does at most, or a push still being written: it may
@@ -163,7 +165,7 @@ impl Drop for Held<'_> {
 pub(crate) fn help_or_ring(
     bell: &Bell,
     role: &Role,
-    helping: bool,
+    helping: impl FnOnce() -> bool,
     work_left: impl FnOnce() -> bool,
     perform: impl FnOnce(),
 ) {
@@ -173,7 +175,7 @@ pub(crate) fn help_or_ring(
     if !bell.is_sleeping() {
         return; // awake: it re-checks for work before it parks
     }
-    if !helping {
+    if !helping() {
         bell.ring_after_fence();
         return;
     }

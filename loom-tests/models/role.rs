@@ -151,7 +151,7 @@ fn no_push_is_left_behind_a_parked_proxy() {
                     help_or_ring(
                         &bell,
                         &role,
-                        true,
+                        || true,
                         || !ingress.is_empty(),
                         || {
                             let mut got = Vec::new();
