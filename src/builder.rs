@@ -252,8 +252,9 @@ impl Builder {
     /// by its clock reading. Until its deadline a staged item can still be
     /// cancelled and rescheduled, and an item that arrives with an earlier
     /// deadline goes in front of it (unless staged items fill the consumers'
-    /// ring: then it follows them, late by at most `2 × ahead`; or unless it arrives
-    /// already due, as before). `Duration::ZERO` moves items only once due
+    /// ring, or more than 32 staged items are due after it: then it follows
+    /// them, late by at most `2 × ahead`; or unless it arrives already due, as
+    /// before). `Duration::ZERO` moves items only once due
     /// (each then needs the dequeue proxy's wake-up, then a consumer's).
     /// Durations past the tick range (about 584 years) saturate.
     ///

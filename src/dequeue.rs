@@ -38,7 +38,7 @@ use crate::clock::{Clock, NEVER};
 use crate::cmd::Cmd;
 use crate::enqueue;
 use crate::shared::Shared;
-use crate::sync::{lock, set_timer_slack, Parker};
+use crate::sync::{lock, set_timer_slack, yield_now, Ordering, Parker};
 use crate::waiters::block_on;
 use crate::wakeup::Sleep;
 use std::time::{Duration, Instant};
@@ -223,7 +223,10 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
     // insert due no earlier than that is staged in time by that round and
     // needs no wake-up of its own.
     let full = shared.egress.is_full();
-    let plan = match Sleep::plan(t.index.next_wake(), due_left) {
+    let next = t.index.next_wake();
+    // SeqCst: read by `catch_up` without the lock.
+    shared.index_head.store(next.unwrap_or(NEVER), Ordering::SeqCst);
+    let plan = match Sleep::plan(next, due_left) {
         Sleep::Until(head) if !full => Sleep::Until(head.saturating_sub(shared.stage_ahead)),
         p => p,
     };
@@ -238,6 +241,101 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
     }
     let (staged_now, index_len) = (t.staged.len(), t.index.len());
     Round { due, staged, fell_due, plan, first_staged, lead, staged_wake, staged_now, index_len }
+}
+
+/// A `try_recv` found nothing due although items are pending: makes sure
+/// nothing due hides upstream of the consumers' ring, so that a `try_recv`
+/// after a send of a due item (on the same thread, or ordered after it) finds
+/// it, and a `try_iter` drains every due item, not only the ring's worth.
+/// Two places can hide one: the ingress (a command pushed but not applied, or
+/// a batch mid-apply: the enqueue role held) — then a `Sync` round trip
+/// through the enqueue role; and the index, holding a due item for want of a
+/// dequeue round (the proxy not yet on a CPU, or the ring was full) — then the
+/// caller performs the dequeue role for the due items itself, once the role
+/// is free. The proxy's plan is left alone: only items due now move, so the
+/// index's head can only get later, and the plan (no later than the head)
+/// stays valid. Returns `false` only if nothing is pending (the caller looks
+/// again otherwise: a round may have moved the item since it looked).
+///
+/// The checks are read in the order the performers write: an empty ingress
+/// (its drain), then a free role (its release), then `index_head` (lowered
+/// before that release), so a caller ordered after a send either sees the
+/// command still upstream or the index's new head. Not under loom: the
+/// models cover the proxies' protocols, and this path only adds a client
+/// performer of the same role, as the producers' help does for the enqueue
+/// role.
+pub(crate) fn catch_up<T>(shared: &Shared<T>) -> bool {
+    if cfg!(delayq_loom) || shared.len() == 0 || shared.counter.is_disconnected() {
+        return false;
+    }
+    if crate::role::holding_any() {
+        // Inside a role's work (an item's `Drop`): waiting would be for itself.
+        return false;
+    }
+    let upstream = !shared.ingress.is_empty() || shared.roles.enqueue.is_held_now();
+    if upstream {
+        let (answer, reply) = crate::oneshot::pair();
+        if !enqueue::command(shared, Cmd::Sync { answer }) || reply.wait().is_none() {
+            return false;
+        }
+    }
+    // SeqCst: after the reads above (module order of the checks). Nothing
+    // due in the index: a round may have moved it into the ring since the
+    // caller looked (it sets `index_head` after its pushes): look again.
+    if shared.index_head.load(Ordering::SeqCst) > delivery_now(shared) {
+        return true;
+    }
+    // The holder, if any, is a proxy in a round (bounded work, no wait but
+    // the timers lock's): yield to it until the round ends. Giving up after
+    // a few yields left a `try_iter` short when the holder lost its CPU.
+    let role = loop {
+        if let Some(held) = shared.roles.dequeue.try_acquire() {
+            break held;
+        }
+        if shared.counter.is_disconnected() {
+            return true;
+        }
+        yield_now();
+    };
+    let moved = move_due(shared, delivery_now(shared));
+    drop(role);
+    if moved > 1 {
+        // More than the caller will take: the others' turn.
+        shared.signals.consumers.notify(1);
+    }
+    true
+}
+
+/// A client's dequeue round: moves the items due by `now` into the egress (as
+/// many as it has room for), recalling staged entries an earlier item must
+/// precede, and records the index's new head; stages nothing and leaves the
+/// proxy's plan as it is. The caller holds the dequeue role.
+fn move_due<T>(shared: &Shared<T>, now: u64) -> usize {
+    let mut t = lock(&shared.timers);
+    let t = &mut *t;
+    let mut moved = 0;
+    loop {
+        if shared.egress.is_full() {
+            shared.egress.pass_recalled();
+            if shared.egress.is_full() {
+                break;
+            }
+        }
+        let Some(entry) = t.index.pop_due(now) else { break };
+        if shared.stage_ahead != 0 {
+            // SAFETY: we hold the timers lock.
+            unsafe { t.staged.recall_later(&shared.egress, (entry.0, entry.1), now, &mut t.index) };
+        }
+        // SAFETY: we hold the dequeue role (so we are the egress's only
+        // pusher) and the timers lock.
+        match unsafe { shared.egress.push(entry, false) } {
+            Ok(_) => moved += 1,
+            Err(_) => unreachable!("egress ring refused a push below capacity"),
+        }
+    }
+    // SeqCst: as in `round`.
+    shared.index_head.store(t.index.next_wake().unwrap_or(NEVER), Ordering::SeqCst);
+    moved
 }
 
 /// Wakes consumers after a round: for due entries, two (each consumer that

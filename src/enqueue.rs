@@ -32,7 +32,7 @@ use crate::metrics::Applied;
 use crate::oneshot::Answer;
 use crate::role::help_or_ring;
 use crate::shared::{Shared, Timers};
-use crate::sync::{lock, yield_now, Parker};
+use crate::sync::{lock, yield_now, Ordering, Parker};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -218,6 +218,7 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
             match cmd {
                 Cmd::Insert { key, deadline, item } => {
                     t.index.insert(key, deadline, item);
+                    put_in_front(shared, t, (deadline, key), &mut now, &mut made_room);
                     applied.inserted += 1;
                     earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
                 }
@@ -241,6 +242,7 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                             .is_some();
                     applied.rescheduled += usize::from(moved);
                     if moved {
+                        put_in_front(shared, t, (deadline, key), &mut now, &mut made_room);
                         earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
                     }
                     done.push(Done::Flag(answer, moved));
@@ -268,6 +270,10 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
                     done.push(Done::All(answer, all.into_iter().map(|(d, _, item)| (d, item)).collect()));
                 }
             }
+        }
+        if let Some(e) = earliest {
+            // SeqCst: read by `dequeue::catch_up` after the role's release.
+            shared.index_head.fetch_min(e, Ordering::SeqCst);
         }
         t.sleep.must_wake_for(earliest)
     };
@@ -319,6 +325,32 @@ fn cancel<T>(
         *made_room = true;
     }
     found
+}
+
+/// An item just went into the index due at `deadline`: staged entries that
+/// must follow it go back into the index now, under the same lock, so that
+/// none of them can leave while it waits there (README, "Order"). Left to the
+/// dequeue role's next round, which recalls them too, a consumer could take
+/// one that falls due first: the proxy short of a CPU, or a mock clock
+/// stepped past both deadlines before that round ran (found by a port of
+/// tokio-util's insert-before-the-head tests, `tests/ported.rs`).
+fn put_in_front<T>(
+    shared: &Shared<T>,
+    t: &mut Timers<T>,
+    (deadline, key): (u64, u64),
+    now: &mut Option<u64>,
+    made_room: &mut bool,
+) {
+    if shared.stage_ahead == 0 || t.staged.last().map_or(true, |last| last < (deadline, key)) {
+        return;
+    }
+    let now = *now.get_or_insert_with(|| shared.now_ticks());
+    // SAFETY: the caller holds the timers lock (`t` is behind it).
+    if unsafe { t.staged.recall_later(&shared.egress, (deadline, key), now, &mut t.index) } > 0 {
+        // The recalled entries hold their slots until someone passes them.
+        shared.egress.pass_recalled();
+        *made_room = true;
+    }
 }
 
 /// The last receiver is gone: answer what is queued, drop every pending item.

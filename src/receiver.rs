@@ -191,11 +191,18 @@ impl<T> Receiver<T> {
         self.wait(None).unwrap_or(Err(RecvError))
     }
 
+    /// One look; if nothing is due, one catch-up (`dequeue::catch_up`: a due
+    /// item sent before this call may still be upstream of the ring) and
+    /// one more look.
     fn try_recv_raw(&self) -> Result<Raw<T>, TryRecvError> {
-        match self.attempt(|_| {}) {
-            Some(Ok(t)) => Ok(t),
-            Some(Err(_)) => Err(TryRecvError::Disconnected),
-            None => Err(TryRecvError::Empty),
+        let mut caught_up = false;
+        loop {
+            match self.attempt(|_| {}) {
+                Some(Ok(t)) => return Ok(t),
+                Some(Err(_)) => return Err(TryRecvError::Disconnected),
+                None if !caught_up && crate::dequeue::catch_up(&self.chan.shared) => caught_up = true,
+                None => return Err(TryRecvError::Empty),
+            }
         }
     }
 
@@ -203,7 +210,11 @@ impl<T> Receiver<T> {
         match self.wait(Some(deadline)) {
             Some(Ok(t)) => Ok(t),
             Some(Err(_)) => Err(RecvTimeoutError::Disconnected),
-            None => Err(RecvTimeoutError::Timeout),
+            // Timed out: as `try_recv`, a due item still upstream counts.
+            None => self.try_recv_raw().map_err(|e| match e {
+                TryRecvError::Empty => RecvTimeoutError::Timeout,
+                TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+            }),
         }
     }
 
@@ -259,7 +270,18 @@ impl<T> Receiver<T> {
         self.recv_raw().map(|(_, _, item)| item)
     }
 
-    /// Returns a due item if there is one now, without blocking.
+    /// Returns a due item if there is one now, without waiting for one to
+    /// fall due.
+    ///
+    /// An item that is due and was sent before the call (on this thread, or
+    /// on one whose send is ordered before it) is found, even if the proxies
+    /// have not yet moved it to the consumers' ring: when the ring holds
+    /// nothing due while items are pending, `try_recv` first catches up — a
+    /// round trip through the enqueue role if commands may be in flight, then
+    /// it moves the index's due items itself (the dequeue role, once a proxy
+    /// mid-round hands it back). That can take microseconds, never until an
+    /// item falls due. So `try_iter` drains every due item, not only a ring's
+    /// worth.
     ///
     /// # Errors
     ///
@@ -270,18 +292,23 @@ impl<T> Receiver<T> {
     ///
     /// ```
     /// use delayq::TryRecvError;
-    /// use std::time::Duration;
+    /// use std::time::{Duration, Instant};
     ///
     /// let (tx, rx) = delayq::unbounded();
     /// tx.send_after(1, Duration::from_secs(60)).unwrap();
     /// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    /// // Due at once: the next poll finds it.
+    /// tx.send_at(2, Instant::now()).unwrap();
+    /// assert_eq!(rx.try_recv(), Ok(2));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         self.try_recv_raw().map(|(_, _, item)| item)
     }
 
     /// Waits at most `timeout` (by the queue's clock) for a due item. A timeout
-    /// too large for `Instant` waits forever.
+    /// too large for `Instant` waits forever. When it runs out, it looks once
+    /// more as [`try_recv`](Receiver::try_recv) does, so a zero timeout finds
+    /// a due item sent before the call.
     ///
     /// # Errors
     ///

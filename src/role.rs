@@ -69,7 +69,7 @@ impl Role {
         self.state
             .compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
             .ok()
-            .map(|_| Held { role: self })
+            .map(|_| Held::new(self))
     }
 
     /// The proxy's acquire: takes the role, parking on `parker` (the proxy's
@@ -93,7 +93,7 @@ impl Role {
                     }
                     #[cfg(delayq_bug_role_eats_unpark)]
                     let _ = parked;
-                    return Held { role: self };
+                    return Held::new(self);
                 }
                 Err(HELD) => {
                     // Relaxed: the RMW's place in the state's total order is
@@ -118,6 +118,13 @@ impl Role {
         }
     }
 
+    /// Whether somebody performs the role now, read so that a release it
+    /// sees happens before what the caller reads next (`dequeue::catch_up`).
+    pub(crate) fn is_held_now(&self) -> bool {
+        // SeqCst (an acquire): pairs with the holder's `Release` swap.
+        self.state.load(Ordering::SeqCst) != FREE
+    }
+
     /// Whether somebody performs the role now (a hint).
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn is_held(&self) -> bool {
@@ -125,8 +132,35 @@ impl Role {
     }
 }
 
+impl<'a> Held<'a> {
+    fn new(role: &'a Role) -> Held<'a> {
+        #[cfg(not(delayq_loom))]
+        // `try_with`: a send from another thread-local's destructor may help.
+        let _ = HOLDING.try_with(|n| n.set(n.get() + 1));
+        Held { role }
+    }
+}
+
+#[cfg(not(delayq_loom))]
+thread_local! {
+    /// Roles (of any queue) the current thread holds.
+    static HOLDING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether the current thread holds a role of any queue: then it must not
+/// wait for one (`dequeue::catch_up`, reached from a `try_recv` inside an
+/// item's `Drop` that a role's holder runs, would wait for itself).
+pub(crate) fn holding_any() -> bool {
+    #[cfg(not(delayq_loom))]
+    return HOLDING.try_with(|n| n.get() > 0).unwrap_or(true);
+    #[cfg(delayq_loom)]
+    return false;
+}
+
 impl Drop for Held<'_> {
     fn drop(&mut self) {
+        #[cfg(not(delayq_loom))]
+        let _ = HOLDING.try_with(|n| n.set(n.get().saturating_sub(1)));
         // Release: our work on what the role protects happens before the next
         // holder's. A swap: it reads the state the proxy may have written.
         let was = self.role.state.swap(FREE, Ordering::Release);

@@ -94,6 +94,12 @@ pub(crate) struct Shared<T> {
     pub(crate) roles: Roles,
     /// `Builder::helping`: clients may take a role.
     pub(crate) helping: bool,
+    /// A lower bound on the earliest deadline in the index (`NEVER`: empty),
+    /// written under the timers lock — lowered by every enqueue batch that
+    /// inserts, set by every dequeue round — and read without it by a
+    /// `try_recv` that found nothing due (`dequeue::catch_up`). Boxed, as
+    /// `metrics`, so that it moves no hot field.
+    pub(crate) index_head: Box<CachePadded<AtomicU64>>,
     /// What it reports through the `metrics` facade (`metrics.rs`); boxed,
     /// so that the handles do not move the hot fields around them.
     pub(crate) metrics: Box<Metrics>,
@@ -125,6 +131,7 @@ impl<T> Shared<T> {
             roles: Roles { enqueue: Role::new(enqueue.clone()), dequeue: Role::new(dequeue.clone()) },
             helping: layout.helping,
             metrics: Box::new(Metrics::new(&layout.name)),
+            index_head: Box::new(CachePadded::new(AtomicU64::new(NEVER))),
             timers: Mutex::new(Timers {
                 index: Index::new(layout.index, now),
                 sleep: Sleep::Awake,

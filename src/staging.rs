@@ -1,6 +1,7 @@
 //! The entries the dequeue proxy staged ahead of their deadline, as long as they
 //! may still be taken back: by `cancel` and `reschedule` (the enqueue role),
-//! and by the dequeue role itself when an earlier item must go in front of them.
+//! and, when an earlier item must go in front of them, by the enqueue role as
+//! it inserts that item and by the dequeue role before each push.
 //!
 //! Both roles use it under the timers lock, which is also what makes
 //! [`Egress::recall`] safe (no push runs). It lists `(position, key, deadline)`
@@ -65,6 +66,11 @@ impl Staged {
         self.list.front().map(|e| e.at)
     }
 
+    /// The deadline and key of the newest staged entry listed, or `None`.
+    pub(crate) fn last(&self) -> Option<(u64, u64)> {
+        self.list.back().map(|e| (e.at, e.key))
+    }
+
     /// Entries listed: staged and not yet passed or due, as of the last prune.
     pub(crate) fn len(&self) -> usize {
         self.list.len()
@@ -97,11 +103,13 @@ impl Staged {
         unsafe { egress.recall(e.pos) }.map(|(at, _, item)| (at, item))
     }
 
-    /// The dequeue proxy is about to push the item `key`, due at `at`: staged
+    /// The item `key`, due at `at`, is about to be pushed by the dequeue role
+    /// or was just inserted into the index by the enqueue role: staged
     /// entries that must follow it — due later, or at the same time with a
     /// larger key (equal deadlines leave in key order) — and are not due by
     /// `now` (a run of at most [`RECALL_MAX`] at the end of the list) go back
-    /// into `index`, so that they follow it out in order.
+    /// into `index`, so that they follow it out in order. Returns how many
+    /// went back.
     ///
     /// # Safety
     /// The caller holds the timers lock (see [`Egress::recall`]).
@@ -111,7 +119,7 @@ impl Staged {
         (at, key): (u64, u64),
         now: u64,
         index: &mut Index<T>,
-    ) {
+    ) -> usize {
         let later = self
             .list
             .iter()
@@ -120,13 +128,16 @@ impl Staged {
             .take_while(|e| (e.at, e.key) > (at, key) && e.at > now)
             .count();
         if later == 0 || later > RECALL_MAX {
-            return;
+            return 0;
         }
+        let mut recalled = 0;
         for e in self.list.drain(self.list.len() - later..) {
             // SAFETY: the caller holds the timers lock (its duty).
             if let Some((d, key, item)) = unsafe { egress.recall(e.pos) } {
                 index.insert(key, d, item);
+                recalled += 1;
             }
         }
+        recalled
     }
 }

@@ -159,3 +159,53 @@ fn items_whose_drop_panics_do_not_kill_the_queue_when_it_drops_them() {
     drop(tx);
     assert_eq!(drops.load(Ordering::SeqCst), 41, "every item dropped exactly once");
 }
+
+/// An item whose `Drop` calls `try_recv` on its own queue, dropped by `discard`
+/// (the enqueue role's holder drops it, role in hand): `try_recv`'s catch-up
+/// (a round trip through the enqueue role when commands may be upstream, then
+/// the dequeue role for due items) must not wait for a role its own thread
+/// holds. The `Drop` sees the due item that was sent before it; the queue goes
+/// on working.
+#[test]
+fn a_drop_that_calls_try_recv_on_its_own_queue_does_not_wait_for_itself() {
+    struct Peeks(Option<delayq::Receiver<Peeks>>, Arc<AtomicUsize>);
+    impl Drop for Peeks {
+        fn drop(&mut self) {
+            if let Some(rx) = self.0.take() {
+                // Whatever it finds (the due item, or nothing while the role
+                // is held), it must return.
+                if let Ok(mut p) = rx.try_recv() {
+                    p.0 = None;
+                }
+                self.1.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    let (tx, rx) = delayq::unbounded::<Peeks>();
+    let drops = Arc::new(AtomicUsize::new(0));
+    // Pending, not due: the `Drop`'s `try_recv` finds nothing in the ring and
+    // tries to catch up.
+    tx.send_after(Peeks(None, drops.clone()), Duration::from_secs(60)).unwrap();
+    for i in 0..50 {
+        // Every other round, a due item upstream of the ring too.
+        if i % 2 == 0 {
+            tx.send_after(Peeks(None, drops.clone()), Duration::ZERO).unwrap();
+        }
+        let key = tx.send_after(Peeks(Some(rx.clone()), drops.clone()), Duration::from_secs(60)).unwrap();
+        tx.discard(key);
+    }
+    // Every discard ran its Drop (none is stuck), and the queue still works.
+    let done = std::time::Instant::now();
+    while drops.load(Ordering::SeqCst) < 50 {
+        assert!(done.elapsed() < Duration::from_secs(20), "a Drop inside the enqueue role never returned");
+        thread::sleep(Duration::from_millis(1));
+    }
+    tx.send_after(Peeks(None, drops.clone()), Duration::ZERO).unwrap();
+    let mut left = 0;
+    while rx.len() > 1 {
+        rx.recv_timeout(Duration::from_secs(10)).expect("the queue went on delivering");
+        left += 1;
+    }
+    assert!(left <= 26, "{left} items received after the discards");
+    assert_eq!(rx.len(), 1, "the item due in 60 s is still pending");
+}
