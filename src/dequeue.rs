@@ -260,12 +260,10 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
 /// The checks are read in the order the performers write: an empty ingress
 /// (its drain), then a free role (its release), then `index_head` (lowered
 /// before that release), so a caller ordered after a send either sees the
-/// command still upstream or the index's new head. Not under loom: the
-/// models cover the proxies' protocols, and this path only adds a client
-/// performer of the same role, as the producers' help does for the enqueue
-/// role.
+/// command still upstream or the index's new head. Loom:
+/// `loom-tests/tests/loom_try_recv.rs`, with two planted bugs.
 pub(crate) fn catch_up<T>(shared: &Shared<T>) -> bool {
-    if cfg!(delayq_loom) || shared.len() == 0 || shared.counter.is_disconnected() {
+    if shared.len() == 0 || shared.counter.is_disconnected() {
         return false;
     }
     if crate::role::holding_any() {
@@ -273,6 +271,10 @@ pub(crate) fn catch_up<T>(shared: &Shared<T>) -> bool {
         return false;
     }
     let upstream = !shared.ingress.is_empty() || shared.roles.enqueue.is_held_now();
+    // Planted bug for the loom suite: commands still upstream are not waited
+    // for, so a poll right after a send misses its item.
+    #[cfg(delayq_bug_catch_up_no_sync)]
+    let upstream = upstream && false;
     if upstream {
         let (answer, reply) = crate::oneshot::pair();
         if !enqueue::command(shared, Cmd::Sync { answer }) || reply.wait().is_none() {
@@ -297,6 +299,11 @@ pub(crate) fn catch_up<T>(shared: &Shared<T>) -> bool {
         }
         yield_now();
     };
+    // Planted bug for the loom suite: due items left in the index for the
+    // proxy (a full ring's worth is all a `try_iter` gets).
+    #[cfg(delayq_bug_catch_up_no_move)]
+    let moved = 0;
+    #[cfg(not(delayq_bug_catch_up_no_move))]
     let moved = move_due(shared, delivery_now(shared));
     drop(role);
     if moved > 1 {

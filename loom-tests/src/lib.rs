@@ -39,6 +39,27 @@ pub fn earlier_head_is_delivered_without_a_clock_step() {
     assert_eq!(rx.try_recv(), Ok("later"));
 }
 
+/// The catch-up of `try_recv` (`dequeue::catch_up` in the crate), shared by
+/// `tests/loom_try_recv.rs` and `tests/loom_planted_bug.rs`.
+///
+/// Three items due at once, sent through a two-slot ingress into a two-slot
+/// egress ring, then polled with no clock step: wherever the proxies are
+/// (the enqueue proxy not yet drained, the dequeue proxy not yet moved them,
+/// or the ring full), `try_iter` gets all three, in order, and then nothing.
+pub fn try_iter_gets_every_due_item_sent_before_it() {
+    use delayq::{Builder, MockClock, TryRecvError};
+
+    let clock = MockClock::new();
+    let (tx, rx) =
+        Builder::new().ingress_slots(2).egress_slots(2).clock(clock.clone()).build::<u32>().unwrap();
+    for i in 0..3 {
+        tx.send_at(i, clock.now()).unwrap();
+    }
+    let got: Vec<u32> = rx.try_iter().collect();
+    assert_eq!(got, vec![0, 1, 2], "try_recv missed a due item sent before it");
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+}
+
 /// The `take_pending` scenario of `tests/loom_take_pending.rs`, shared with
 /// `tests/loom_planted_bug.rs`.
 ///

@@ -11,6 +11,10 @@
 //! - `--cfg delayq_bug_async_drop_no_pass_on`: a dropped async receive leaves
 //!   the waiter list without passing on a wakeup meant for it (see
 //!   `src/waiters.rs`). The model of `loom_async.rs` must fail.
+//! - `--cfg delayq_bug_catch_up_no_sync` and `--cfg delayq_bug_catch_up_no_move`:
+//!   `try_recv`'s catch-up skips its round trip through the enqueue role, or
+//!   the move of the index's due items (see `src/dequeue.rs`). The model of
+//!   `loom_try_recv.rs` must fail (an assertion, not a deadlock).
 //!
 //! A loom failure cannot be caught in-process (its deadlock panic unwinds through
 //! the queue's destructors, which call loom again: the process aborts), so the
@@ -23,7 +27,13 @@
 //! ```
 #![cfg(all(
     delayq_loom,
-    any(delayq_bug_lost_wakeup, delayq_bug_take_pending_no_ring, delayq_bug_async_drop_no_pass_on)
+    any(
+        delayq_bug_lost_wakeup,
+        delayq_bug_take_pending_no_ring,
+        delayq_bug_async_drop_no_pass_on,
+        delayq_bug_catch_up_no_sync,
+        delayq_bug_catch_up_no_move
+    )
 ))]
 
 use loom_tests::model;
@@ -33,25 +43,44 @@ use std::time::Instant;
 const CHILD: &str = "DELAYQ_LOOM_PLANTED_CHILD";
 const NAME: &str = "loom_finds_the_planted_bug";
 
-/// The planted bug this build carries, and the model that must find it.
-fn planted() -> (&'static str, fn()) {
+/// The planted bug this build carries, the model that must find it, and what
+/// the failing model's report must say.
+fn planted() -> (&'static str, fn(), &'static str) {
     #[cfg(delayq_bug_lost_wakeup)]
-    return ("lost wakeup of an earlier head", loom_tests::earlier_head_is_delivered_without_a_clock_step);
+    return (
+        "lost wakeup of an earlier head",
+        loom_tests::earlier_head_is_delivered_without_a_clock_step,
+        "deadlock",
+    );
     #[cfg(all(delayq_bug_take_pending_no_ring, not(delayq_bug_lost_wakeup)))]
     return (
         "take_pending leaving the proxy asleep",
         loom_tests::take_pending_wakes_a_proxy_waiting_for_room,
+        "deadlock",
     );
     #[cfg(all(
         delayq_bug_async_drop_no_pass_on,
         not(any(delayq_bug_lost_wakeup, delayq_bug_take_pending_no_ring))
     ))]
-    return ("a dropped future keeping its wakeup", loom_tests::dropped_future_passes_its_wakeup_on);
+    return (
+        "a dropped future keeping its wakeup",
+        loom_tests::dropped_future_passes_its_wakeup_on,
+        "deadlock",
+    );
+    #[cfg(all(
+        any(delayq_bug_catch_up_no_sync, delayq_bug_catch_up_no_move),
+        not(any(delayq_bug_lost_wakeup, delayq_bug_take_pending_no_ring, delayq_bug_async_drop_no_pass_on))
+    ))]
+    return (
+        "try_recv not catching up",
+        loom_tests::try_iter_gets_every_due_item_sent_before_it,
+        "try_recv missed a due item",
+    );
 }
 
 #[test]
 fn loom_finds_the_planted_bug() {
-    let (bug, scenario) = planted();
+    let (bug, scenario, report) = planted();
     if std::env::var_os(CHILD).is_some() {
         model(scenario);
         return;
@@ -65,7 +94,7 @@ fn loom_finds_the_planted_bug() {
         .expect("re-run the test binary");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success(), "loom explored the model and missed the planted bug ({bug}):\n{text}");
-    assert!(text.contains("deadlock"), "the model failed, but not with loom's deadlock report:\n{text}");
-    let report = text.lines().find(|l| l.contains("deadlock")).unwrap_or_default();
-    eprintln!("loom found the planted bug ({bug}) in {:.1} s: {report}", start.elapsed().as_secs_f64());
+    assert!(text.contains(report), "the model failed, but its report does not say {report:?}:\n{text}");
+    let line = text.lines().find(|l| l.contains(report)).unwrap_or_default();
+    eprintln!("loom found the planted bug ({bug}) in {:.1} s: {line}", start.elapsed().as_secs_f64());
 }
