@@ -37,7 +37,7 @@ use crate::admission::Reason;
 use crate::clock::{Clock, NEVER};
 use crate::cmd::Cmd;
 use crate::enqueue;
-use crate::shared::Shared;
+use crate::shared::{Shared, Timers};
 use crate::sync::{lock, set_timer_slack, yield_now, Ordering, Parker};
 use crate::waiters::block_on;
 use crate::wakeup::Sleep;
@@ -187,37 +187,7 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
     let mut t = lock(&shared.timers);
     let t = &mut *t;
     let fell_due = t.staged.prune(&shared.egress, now);
-    let (mut due, mut staged) = (0, 0);
-    let mut due_left = false;
-    loop {
-        if shared.egress.is_full() {
-            // Recalled entries at the head would keep their slots until a
-            // consumer passes them: pass them here, so that they never hold up
-            // a push. (Only here: reading the head's slot costs a cache miss
-            // while consumers take.)
-            shared.egress.pass_recalled();
-            if shared.egress.is_full() {
-                due_left = t.index.next_wake().is_some_and(|d| d <= now);
-                break;
-            }
-        }
-        let Some(entry) = t.index.pop_due(horizon) else { break };
-        let (at, key) = (entry.0, entry.1);
-        if shared.stage_ahead != 0 {
-            // SAFETY: we hold the timers lock.
-            unsafe { t.staged.recall_later(&shared.egress, (at, key), now, &mut t.index) };
-        }
-        // SAFETY: we are the dequeue proxy, the egress's only pusher, and hold
-        // the timers lock.
-        match unsafe { shared.egress.push(entry, at > now) } {
-            Ok(pos) if at > now => {
-                t.staged.record(pos, key, at);
-                staged += 1;
-            }
-            Ok(_) => due += 1,
-            Err(_) => unreachable!("egress ring refused a push below capacity"),
-        }
-    }
+    let Moved { due, staged, due_left } = fill(shared, t, now, horizon);
     // The plan records when the proxy will wake, not the head's deadline: it
     // wakes `stage_ahead` before the head (unless the ring is full), so an
     // insert due no earlier than that is staged in time by that round and
@@ -320,29 +290,57 @@ pub(crate) fn catch_up<T>(shared: &Shared<T>) -> bool {
 fn move_due<T>(shared: &Shared<T>, now: u64) -> usize {
     let mut t = lock(&shared.timers);
     let t = &mut *t;
-    let mut moved = 0;
-    loop {
-        if shared.egress.is_full() {
-            shared.egress.pass_recalled();
-            if shared.egress.is_full() {
-                break;
-            }
-        }
-        let Some(entry) = t.index.pop_due(now) else { break };
-        if shared.stage_ahead != 0 {
-            // SAFETY: we hold the timers lock.
-            unsafe { t.staged.recall_later(&shared.egress, (entry.0, entry.1), now, &mut t.index) };
-        }
-        // SAFETY: we hold the dequeue role (so we are the egress's only
-        // pusher) and the timers lock.
-        match unsafe { shared.egress.push(entry, false) } {
-            Ok(_) => moved += 1,
-            Err(_) => unreachable!("egress ring refused a push below capacity"),
-        }
-    }
+    // Horizon `now`: every push is a due one.
+    let moved = fill(shared, t, now, now).due;
     // SeqCst: as in `round`.
     shared.index_head.store(t.index.next_wake().unwrap_or(NEVER), Ordering::SeqCst);
     moved
+}
+
+/// What [`fill`] pushed.
+struct Moved {
+    due: usize,
+    staged: usize,
+    /// The ring filled up with due items still in the index.
+    due_left: bool,
+}
+
+/// Pops the index's items due by `horizon` into the egress (as many as it has
+/// room for): those due by `now` as due, the others staged; before each push,
+/// staged entries the item must precede go back into the index. The caller
+/// holds the dequeue role (so it is the egress's only pusher) and `t`, the
+/// timers lock's contents.
+fn fill<T>(shared: &Shared<T>, t: &mut Timers<T>, now: u64, horizon: u64) -> Moved {
+    let mut m = Moved { due: 0, staged: 0, due_left: false };
+    loop {
+        if shared.egress.is_full() {
+            // Recalled entries at the head would keep their slots until a
+            // consumer passes them: pass them here, so that they never hold up
+            // a push. (Only here: reading the head's slot costs a cache miss
+            // while consumers take.)
+            shared.egress.pass_recalled();
+            if shared.egress.is_full() {
+                m.due_left = t.index.next_wake().is_some_and(|d| d <= now);
+                return m;
+            }
+        }
+        let Some(entry) = t.index.pop_due(horizon) else { return m };
+        let (at, key) = (entry.0, entry.1);
+        if shared.stage_ahead != 0 {
+            // SAFETY: we hold the timers lock.
+            unsafe { t.staged.recall_later(&shared.egress, (at, key), now, &mut t.index) };
+        }
+        // SAFETY: the caller holds the dequeue role, so we are the egress's
+        // only pusher, and the timers lock.
+        match unsafe { shared.egress.push(entry, at > now) } {
+            Ok(pos) if at > now => {
+                t.staged.record(pos, key, at);
+                m.staged += 1;
+            }
+            Ok(_) => m.due += 1,
+            Err(_) => unreachable!("egress ring refused a push below capacity"),
+        }
+    }
 }
 
 /// Wakes consumers after a round: for due entries, two (each consumer that
