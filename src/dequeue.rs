@@ -47,6 +47,10 @@ use std::time::{Duration, Instant};
 /// much late (instead of its default 50 µs), so lateness stays in microseconds.
 const TIMER_SLACK_NS: u64 = 2_000;
 
+/// The most entries the ring may hold for the proxy to hand its next round
+/// to their takers (`duty.rs`).
+const HAND_OVER_MAX: usize = 16;
+
 /// How long the index must stay empty before the proxy hands back the
 /// buffers a burst left in it (`Index::trim`): long enough that a queue
 /// swinging around a working set keeps them, short enough that a drained
@@ -95,6 +99,8 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             // The enqueue proxy drops what is pending.
             return;
         }
+        // Awake: the next round is ours again, whoever it was handed to.
+        shared.duty.take_back();
         // Only mock-clock steps wait for rounds.
         let counted = shared.clock.is_mock();
         if counted {
@@ -114,7 +120,7 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         if !counted {
             admit(shared, &mut taken_before, r.plan == Sleep::Space);
         }
-        wake_consumers(shared, &r);
+        wake_consumers(shared, &r, false);
         shared.metrics.dequeue_round(r.due + r.staged);
         if shared.metrics.recording() {
             shared.sample_metrics(r.staged_now);
@@ -137,8 +143,11 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
                 // `t` is `stage_ahead` before the head's deadline, to stage it,
                 // unless the ring was full (then staging waits for room or the
                 // deadline): `round`.
-                let t = r.staged_wake.map_or(t, |w| w.min(t));
-                shared.clock.park(parker, Some(shared.ticks.instant(t)));
+                // Handed to the consumers (`duty.rs`): no timer of our own
+                // but for a staged entry nobody leads for.
+                let t = if r.handed { r.staged_wake } else { Some(r.staged_wake.map_or(t, |w| w.min(t))) };
+                let until = t.map(|t| shared.ticks.instant(t));
+                shared.clock.park(parker, until);
             }
             Sleep::Forever => shared.clock.park(parker, earliest(wake, trim_at)),
             Sleep::Awake => {}
@@ -167,6 +176,9 @@ struct Round {
     staged_now: usize,
     /// Items left in the index when the round ended.
     index_len: usize,
+    /// The next round was handed to the takers of the ring's live entries
+    /// (`duty.rs`).
+    handed: bool,
 }
 
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
@@ -205,12 +217,52 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
     let lead = shared.lead.after_push();
     let first_staged = t.staged.first();
     let staged_wake = first_staged.filter(|&f| lead.map_or(true, |l| l > f));
+    // The next round goes to the consumers if a leader will wake for the
+    // oldest staged entry before it is due (`duty.rs`): the live entries'
+    // takers are awake by then anyway.
+    let handed = match plan {
+        Sleep::Until(wake)
+            if shared.delegates
+                && due == 0
+                && first_staged.is_some()
+                && shared.egress.len() <= HAND_OVER_MAX
+                && wake > now.saturating_add(shared.stage_ahead / 2) =>
+        {
+            shared.duty.hand_over(wake, || shared.egress.has_live_entry())
+        }
+        // A consumer's earlier hand-over, left while we waited for the role.
+        _ => {
+            shared.duty.take_back();
+            false
+        }
+    };
     #[cfg(not(delayq_bug_lost_wakeup))]
     {
         t.sleep = plan;
     }
     let (staged_now, index_len) = (t.staged.len(), t.index.len());
-    Round { due, staged, fell_due, plan, first_staged, lead, staged_wake, staged_now, index_len }
+    Round { due, staged, fell_due, plan, first_staged, lead, staged_wake, staged_now, index_len, handed }
+}
+
+/// A consumer claimed the staging duty after a take (`duty.rs`): performs
+/// the proxy's round, and hands the next one on, or wakes the proxy to plan
+/// it. A thread inside a role's work (an item's `Drop`) or one that finds
+/// the role held (a proxy mid-round, a `try_recv` catching up) leaves the
+/// round to the proxy.
+pub(crate) fn perform_duty<T>(shared: &Shared<T>, chained: bool) {
+    let role = if crate::role::holding_any() { None } else { shared.roles.dequeue.try_acquire() };
+    let Some(role) = role else {
+        shared.signals.dequeue.force();
+        return;
+    };
+    let r = round(shared, delivery_now(shared));
+    drop(role);
+    wake_consumers(shared, &r, chained);
+    shared.metrics.dequeue_round(r.due + r.staged);
+    if !r.handed {
+        // Nobody to hand the next round to: the proxy plans it.
+        shared.signals.dequeue.force();
+    }
 }
 
 /// A `try_recv` found nothing due although items are pending: makes sure
@@ -348,8 +400,10 @@ fn fill<T>(shared: &Shared<T>, t: &mut Timers<T>, now: u64, horizon: u64) -> Mov
 /// the consumers); for a staged entry that fell due with nobody leading for it
 /// (the proxy woke for it), one; for a new oldest staged entry, one, to lead,
 /// unless a consumer already leads for one no later.
-fn wake_consumers<T>(shared: &Shared<T>, r: &Round) {
-    let unled = |at: u64| r.lead.map_or(true, |l| l > at);
+fn wake_consumers<T>(shared: &Shared<T>, r: &Round, chained: bool) {
+    // A taker performing the round (`perform_duty`) has just woken a
+    // consumer for the front entry (`chained`), which will lead.
+    let unled = |at: u64| !chained && r.lead.map_or(true, |l| l > at);
     let n = if r.due > 0 {
         r.due.min(2)
     } else if r.fell_due.is_some_and(unled) || (r.staged > 0 && r.first_staged.is_some_and(unled)) {

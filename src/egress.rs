@@ -402,20 +402,30 @@ impl<T> Egress<T> {
     /// where an item reached the index already due, or where the proxy did not
     /// recall a long run of staged entries to put an earlier one in front.)
     pub(crate) fn earliest_deadline(&self) -> Option<u64> {
-        // Acquire: orders the stamp reads after the positions that name the slots.
-        let head = self.head.load(Ordering::Acquire);
-        let tail = self.tail.load(Ordering::Acquire);
-        (head..tail)
-            .filter_map(|pos| {
-                let slot = &self.slots[pos & self.mask];
-                // Acquire: pairs with the Release stamp store of the push of
-                // `pos` (an entry taken meanwhile may or may not be seen).
-                let waiting = slot.stamp.load(Ordering::Acquire) == pos + 1
-                    && matches!(slot.state.load(Ordering::Acquire), DUE | STAGED);
-                // Relaxed: published with the stamp.
-                waiting.then(|| slot.at.load(Ordering::Relaxed))
-            })
-            .min()
+        self.live_deadlines().min()
+    }
+
+    /// Whether a live entry (due or staged, neither taken nor recalled) is
+    /// waiting here: one whose taker is still to come (`duty.rs`).
+    pub(crate) fn has_live_entry(&self) -> bool {
+        self.live_deadlines().next().is_some()
+    }
+
+    /// The deadlines of the live entries, oldest position first.
+    fn live_deadlines(&self) -> impl Iterator<Item = u64> + '_ {
+        // SeqCst: as in `len` (the duty's hand-over reads the claims here,
+        // after its fence); orders the stamp reads after the positions.
+        let head = self.head.load(Ordering::SeqCst);
+        let tail = self.tail.load(Ordering::SeqCst);
+        (head..tail).filter_map(move |pos| {
+            let slot = &self.slots[pos & self.mask];
+            // Acquire: pairs with the Release stamp store of the push of
+            // `pos` (an entry taken meanwhile may or may not be seen).
+            let waiting = slot.stamp.load(Ordering::Acquire) == pos + 1
+                && matches!(slot.state.load(Ordering::Acquire), DUE | STAGED);
+            // Relaxed: published with the stamp.
+            waiting.then(|| slot.at.load(Ordering::Relaxed))
+        })
     }
 
     /// Takes every waiting entry, due or not (`take_pending`, shutdown).

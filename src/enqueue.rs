@@ -275,7 +275,9 @@ fn apply<T>(shared: &Shared<T>, batch: &mut Vec<Cmd<T>>, done: &mut Vec<Done<T>>
             // SeqCst: read by `dequeue::catch_up` after the role's release.
             shared.index_head.fetch_min(e, Ordering::SeqCst);
         }
-        t.sleep.must_wake_for(earliest)
+        // A recall (or `take_pending`) may have taken the live entry whose
+        // taker was to run the next round (`duty.rs`): the proxy's again.
+        t.sleep.must_wake_for(earliest) | (made_room && shared.duty.take_back())
     };
     if wake {
         shared.signals.dequeue.force();

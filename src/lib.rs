@@ -158,6 +158,7 @@ mod cmd;
 mod contain;
 mod counter;
 mod dequeue;
+mod duty;
 mod egress;
 mod enqueue;
 mod error;

@@ -89,11 +89,16 @@ fn taken<T>(s: &Shared<T>, n: usize) {
     // that nobody leads for (waking a consumer for a staged entry with a
     // leader only made it park again: two thirds of the consumers' wake-ups
     // at 100 K items/s, docs/bench/README.md, seventh round).
-    if s.signals.consumers.has_waiters() && s.egress.front_needs_taker(s.lead.current()) {
+    let chained = s.signals.consumers.has_waiters() && s.egress.front_needs_taker(s.lead.current());
+    if chained {
         s.signals.consumers.notify_after_fence(1);
     }
     if left == 0 && s.counter.is_closed() {
         s.signals.consumers.notify_all();
+    }
+    // After the fence above: the taker's half of the duty's hand-over.
+    if s.delegates && s.duty.claim_after_take(|| s.now_ticks(), s.stage_ahead, || s.egress.has_live_entry()) {
+        crate::dequeue::perform_duty(s, chained);
     }
 }
 

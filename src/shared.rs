@@ -16,6 +16,7 @@ use crate::admission::Admission;
 use crate::clock::{Clock, Ticks, NEVER};
 use crate::cmd::Cmd;
 use crate::counter::Counter;
+use crate::duty::Duty;
 use crate::egress::Egress;
 use crate::index::{Index, Kind};
 use crate::ingress::Ingress;
@@ -100,6 +101,13 @@ pub(crate) struct Shared<T> {
     /// `try_recv` that found nothing due (`dequeue::catch_up`). Boxed, as
     /// `metrics`, so that it moves no hot field.
     pub(crate) index_head: Box<CachePadded<AtomicU64>>,
+    /// The dequeue proxy's next round, when it handed it to the consumers
+    /// (`duty.rs`); boxed, as `index_head`.
+    pub(crate) duty: Box<Duty>,
+    /// Whether the proxy may hand its rounds to consumers: helping on, a
+    /// system clock (a mock clock's steps wait for the proxy's own rounds),
+    /// staging on.
+    pub(crate) delegates: bool,
     /// What it reports through the `metrics` facade (`metrics.rs`); boxed,
     /// so that the handles do not move the hot fields around them.
     pub(crate) metrics: Box<Metrics>,
@@ -132,6 +140,8 @@ impl<T> Shared<T> {
             helping: layout.helping,
             metrics: Box::new(Metrics::new(&layout.name)),
             index_head: Box::new(CachePadded::new(AtomicU64::new(NEVER))),
+            duty: Box::default(),
+            delegates: layout.helping && !clock.is_mock() && stage_ahead != 0,
             timers: Mutex::new(Timers {
                 index: Index::new(layout.index, now),
                 sleep: Sleep::Awake,

@@ -13,6 +13,7 @@
 #![allow(unreachable_pub)]
 
 mod blocking;
+mod duty;
 mod egress;
 mod harness;
 mod ingress;
