@@ -281,10 +281,13 @@ impl Builder {
     /// parked drains the ingress into the timer index itself, instead of
     /// waking the proxy (a futex wake-up, and a wait for the proxy to get a
     /// CPU). It takes the proxy's role with a try-acquire that never waits
-    /// and does a bounded piece of work;
-    /// the proxy threads still do everything nobody helps with, alone sleep
-    /// on the index's next deadline, and do all the work while the queue is
-    /// saturated (then they are awake and nobody helps). Delivery order,
+    /// and does a bounded piece of work. And a dequeue proxy that would park
+    /// on its timer while staged items wait for a leading consumer (a system
+    /// clock, staging on) hands its next round to the consumers that take
+    /// them, which wake at those deadlines anyway, and parks without a timer.
+    /// The proxy threads still do everything nobody helps with, and do all
+    /// the work while the queue is saturated (then they are awake and nobody
+    /// helps). Delivery order,
     /// "never early" and exactly-once are the same either way. `false` leaves
     /// every piece of work to the proxies, as in delayq 0.1 (for comparisons
     /// and tests).

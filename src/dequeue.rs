@@ -5,25 +5,29 @@
 //! rounds (the counter is `rounds.rs`).
 //!
 //! The proxy performs its rounds holding the dequeue role (`role.rs`), so the
-//! index sees two performers at most, this role's and the enqueue role's. No
-//! client performs this role any more: consumers that found nothing due while
-//! the proxy was late ran a round in the first cut of the roles (it cost 16×16
-//! unthrottled runs 16 % of their throughput and 4×4 ones 27 %, and gained
-//! little paced), and producers whose insert would have woken the proxy staged
-//! the item themselves (a send+recv at 1 M pending took 7.9 µs instead of 0.3:
-//! every item was inserted and removed again one by one, churning the key
-//! table's pages); both went: docs/bench/README.md, seventh round. The role
-//! stays the door to the index for the dequeue side, and the place a future
-//! client performer would take.
+//! index sees two performers at most, this role's and the enqueue role's.
+//! Two clients perform it too: a consumer that claimed the staging duty
+//! (`duty.rs`: the proxy handed it its next round and parked without a
+//! timer) runs the proxy's round, and a `try_recv` that found nothing due
+//! moves what is due (`catch_up`). Two other client performers were tried
+//! and removed: consumers that found nothing due while the proxy was late
+//! ran a round in the first cut of the roles (it cost 16×16 unthrottled runs
+//! 16 % of their throughput and 4×4 ones 27 %, and gained little paced: they
+//! fought an awake proxy for the role, which a handed-over round cannot),
+//! and producers whose insert would have woken the proxy staged the item
+//! themselves (a send+recv at 1 M pending took 7.9 µs instead of 0.3: every
+//! item was inserted and removed again one by one, churning the key table's
+//! pages): docs/bench/README.md, seventh round.
 //!
 //! Each round reads the clock once (`now`), then in ONE critical section of
 //! the timers lock moves every item due by `now + 2 × stage_ahead` (as many as
 //! the egress ring has room for; staged entries due after one of them go back
 //! to the index first, so that the ring stays in deadline order), reads the new
-//! head and, the proxy's round, records its sleep plan ([`Sleep`]: the time
-//! it will wake, so that only an insert due before then wakes it). After
-//! unlocking it wakes consumers; the proxy then parks until `stage_ahead`
-//! before the new head's deadline, an earlier head, egress room, a mock-clock
+//! head and records the sleep plan ([`Sleep`]: the time of the next round,
+//! so that only an insert due before then wakes the proxy), and hands that
+//! round to the consumers when it can (`duty.rs`). After unlocking it wakes
+//! consumers; the proxy then parks until `stage_ahead` before the new head's
+//! deadline (without a timer if it handed the round over), an earlier head, egress room, a mock-clock
 //! step or shutdown — and, when no consumer leads for the oldest staged entry
 //! (`lead.rs`), until that entry's deadline at the latest. Waking when the
 //! head is `stage_ahead` away and filling to twice that is hysteresis: the
@@ -222,7 +226,7 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
     // takers are awake by then anyway.
     let handed = match plan {
         Sleep::Until(wake)
-            if shared.delegates
+            if shared.duty.is_on()
                 && due == 0
                 && first_staged.is_some()
                 && shared.egress.len() <= HAND_OVER_MAX

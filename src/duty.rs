@@ -38,15 +38,22 @@ pub(crate) const NONE: u64 = u64::MAX;
 #[derive(Debug)]
 pub(crate) struct Duty {
     at: CachePadded<AtomicU64>,
-}
-
-impl Default for Duty {
-    fn default() -> Duty {
-        Duty { at: CachePadded::new(AtomicU64::new(NONE)) }
-    }
+    /// Whether the proxy may hand its rounds over at all: helping on, a
+    /// system clock (a mock clock's steps wait for the proxy's own rounds),
+    /// staging on.
+    on: bool,
 }
 
 impl Duty {
+    pub(crate) fn new(on: bool) -> Duty {
+        Duty { at: CachePadded::new(AtomicU64::new(NONE)), on }
+    }
+
+    /// Whether rounds are ever handed over on this queue.
+    pub(crate) fn is_on(&self) -> bool {
+        self.on
+    }
+
     /// The dequeue role's holder, under the timers lock, hands the round due
     /// at `at` to the takers of the ring's live entries. Returns `false` if
     /// there is none (`live` said so after the fence) and the caller got the
@@ -96,7 +103,7 @@ mod tests {
 
     #[test]
     fn one_owner_per_hand_over() {
-        let d = Duty::default();
+        let d = Duty::new(true);
         assert!(!d.take_back(), "nobody holds it");
         assert!(d.hand_over(100, || true));
         assert!(!d.claim_after_take(|| 10, 5, || true), "not due, and a later taker will come");

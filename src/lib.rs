@@ -61,15 +61,17 @@
 //! - Roles (`role.rs`): each proxy's work is a role held by a token. A send
 //!   (or command) whose push finds the enqueue proxy parked drains the
 //!   ingress itself (at most 64 commands) instead of waking it, by a
-//!   try-acquire of the role that never waits; the proxy
-//!   threads do everything nobody helps with, alone sleep on the index's
-//!   deadlines, and do all the work while the queue is saturated (they are
-//!   awake then, and nobody helps). [`Builder::helping`] switches it off.
+//!   try-acquire of the role that never waits; a dequeue proxy that would
+//!   park on its timer while staged items wait for a leading consumer hands
+//!   its next round to their takers instead (`duty.rs`: they wake at those
+//!   deadlines anyway); the proxy threads do everything nobody helps with,
+//!   and do all the work while the queue is saturated (they are awake then,
+//!   and nobody helps). [`Builder::helping`] switches it off.
 //!   Flat combining with a dedicated combiner; the helping of delegation
 //!   designs such as ffwd (Roghanchi, Eriksson and Basu, SOSP 2017).
 //! - No thread polls or ticks: idle proxies are parked, and the only timers are
-//!   the dequeue proxy's (`stage_ahead` before the earliest deadline) and the
-//!   leading consumer's. The wakeup protocol (an earlier head must
+//!   the dequeue proxy's (`stage_ahead` before the earliest deadline, unless
+//!   it handed that round to the consumers) and the leading consumer's. The wakeup protocol (an earlier head must
 //!   wake a sleeping dequeue proxy) is in `wakeup.rs`, with its invariant; loom
 //!   checks it (`loom-tests/`).
 //! - Admission: while the queue is behind (more than 1024 commands queue in the

@@ -97,7 +97,9 @@ fn taken<T>(s: &Shared<T>, n: usize) {
         s.signals.consumers.notify_all();
     }
     // After the fence above: the taker's half of the duty's hand-over.
-    if s.delegates && s.duty.claim_after_take(|| s.now_ticks(), s.stage_ahead, || s.egress.has_live_entry()) {
+    if s.duty.is_on()
+        && s.duty.claim_after_take(|| s.now_ticks(), s.stage_ahead, || s.egress.has_live_entry())
+    {
         crate::dequeue::perform_duty(s, chained);
     }
 }

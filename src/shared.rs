@@ -104,10 +104,6 @@ pub(crate) struct Shared<T> {
     /// The dequeue proxy's next round, when it handed it to the consumers
     /// (`duty.rs`); boxed, as `index_head`.
     pub(crate) duty: Box<Duty>,
-    /// Whether the proxy may hand its rounds to consumers: helping on, a
-    /// system clock (a mock clock's steps wait for the proxy's own rounds),
-    /// staging on.
-    pub(crate) delegates: bool,
     /// What it reports through the `metrics` facade (`metrics.rs`); boxed,
     /// so that the handles do not move the hot fields around them.
     pub(crate) metrics: Box<Metrics>,
@@ -140,8 +136,7 @@ impl<T> Shared<T> {
             helping: layout.helping,
             metrics: Box::new(Metrics::new(&layout.name)),
             index_head: Box::new(CachePadded::new(AtomicU64::new(NEVER))),
-            duty: Box::default(),
-            delegates: layout.helping && !clock.is_mock() && stage_ahead != 0,
+            duty: Box::new(Duty::new(layout.helping && !clock.is_mock() && stage_ahead != 0)),
             timers: Mutex::new(Timers {
                 index: Index::new(layout.index, now),
                 sleep: Sleep::Awake,

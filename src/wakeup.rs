@@ -12,7 +12,8 @@
 //!
 //!    **Invariant:** whenever the lock is free, either the dequeue proxy is awake
 //!    (`Awake`: it will re-read the heap before it sleeps again), or it plans to
-//!    wake no later than the earliest deadline in the heap (`Until(t)` with
+//!    wake — or has handed that round to the consumers (`duty.rs`) — no later
+//!    than the earliest deadline in the heap (`Until(t)` with
 //!    `t <= head`, or `Forever` for an empty heap), or it waits for egress room
 //!    (`Space`: it will re-read the heap when room appears).
 //!

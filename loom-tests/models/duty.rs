@@ -25,7 +25,7 @@ use std::sync::Arc;
 fn the_last_take_and_a_hand_over_never_miss_each_other() {
     model(|| {
         let egress = Arc::new(Egress::<u64>::new(2));
-        let duty = Arc::new(Duty::default());
+        let duty = Arc::new(Duty::new(true));
         // SAFETY: this thread is the ring's only pusher, and no recall runs
         // (the model has no timers lock to hold: nobody else pushes or recalls).
         unsafe { egress.push((5, 1, 1), true) }.expect("a free slot");
