@@ -263,6 +263,7 @@ pub(crate) fn perform_duty<T>(shared: &Shared<T>, chained: bool) {
     drop(role);
     wake_consumers(shared, &r, chained);
     shared.metrics.dequeue_round(r.due + r.staged);
+    shared.metrics.handed_round();
     if !r.handed {
         // Nobody to hand the next round to: the proxy plans it.
         shared.signals.dequeue.force();

@@ -66,8 +66,9 @@ impl Duty {
         self.at.swap(at, Ordering::SeqCst);
         #[cfg(not(delayq_bug_duty_no_fence))]
         fence(Ordering::SeqCst);
+        let live = live();
         // A taker may have swapped it out meanwhile: it runs the round.
-        live() || !self.take_back()
+        live || !self.take_back()
     }
 
     /// Clears the duty. Returns whether the caller cleared a tick: it now

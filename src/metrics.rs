@@ -8,7 +8,9 @@
 //! - **sends, cancels, reschedules** and the enqueue role's batch size: by the
 //!   performer of the enqueue role, once per batch (`enqueue::apply`);
 //! - **moved per round** and the gauges: by the dequeue proxy, once per round
-//!   (`dequeue::run`), and by a consumer about to park (the queue has gone
+//!   (`dequeue::run`; a consumer that runs a round handed to it records the
+//!   round, and counts it in `delayq_handed_rounds_total`), and by a consumer
+//!   about to park (the queue has gone
 //!   quiet: nobody else would bring the figures up to date);
 //! - **received**: not counted by receives at all, but read from the egress
 //!   ring's head, which every take moves anyway (`Egress::received_so_far`),
@@ -96,6 +98,8 @@ mod off {
         #[inline(always)]
         pub(crate) fn dequeue_round(&self, _moved: usize) {}
         #[inline(always)]
+        pub(crate) fn handed_round(&self) {}
+        #[inline(always)]
         pub(crate) fn sample(&self, _s: &Sample) {}
         #[inline(always)]
         pub(crate) fn lateness_ns(&self, _ns: u64) {}
@@ -133,6 +137,7 @@ mod on {
         enqueue_batch: Histogram,
         dequeue_batch: Histogram,
         admission_pause: Histogram,
+        handed_rounds: Counter,
     }
 
     impl std::fmt::Debug for Metrics {
@@ -158,6 +163,11 @@ mod on {
         describe_counter!("delayq_cancelled_total", Unit::Count, "Cancels that found their item pending.");
         describe_counter!("delayq_rescheduled_total", Unit::Count, "Reschedules that moved their item.");
         describe_counter!("delayq_send_errors_total", Unit::Count, "Sends that failed, by error.");
+        describe_counter!(
+            "delayq_handed_rounds_total",
+            Unit::Count,
+            "Dequeue rounds the proxy handed to the consumers, and one of them ran."
+        );
         describe_gauge!(
             "delayq_pending",
             Unit::Count,
@@ -205,6 +215,7 @@ mod on {
                 enqueue_batch: batch("enqueue"),
                 dequeue_batch: batch("dequeue"),
                 admission_pause: histogram!("delayq_admission_pause_seconds", "queue" => q.clone()),
+                handed_rounds: counter!("delayq_handed_rounds_total", "queue" => q.clone()),
             }
         }
 
@@ -234,6 +245,11 @@ mod on {
         /// One round of the dequeue proxy that moved `moved` items.
         pub(crate) fn dequeue_round(&self, moved: usize) {
             self.dequeue_batch.record(moved as f64);
+        }
+
+        /// A consumer ran a round the dequeue proxy handed over (`duty.rs`).
+        pub(crate) fn handed_round(&self) {
+            self.handed_rounds.increment(1);
         }
 
         pub(crate) fn sample(&self, s: &Sample) {

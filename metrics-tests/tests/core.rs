@@ -4,7 +4,7 @@
 
 use delayq::{Builder, MockClock};
 use delayq_metrics_tests::Recording;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -172,4 +172,51 @@ fn only_an_insert_due_before_the_planned_wake_up_wakes_the_dequeue_proxy() {
     clock.advance(ms(100));
     let got: Vec<u32> = (0..3).map(|_| rx.recv().unwrap()).collect();
     assert_eq!(got, vec![3, 2, 1]);
+}
+
+/// The staging duty (`src/duty.rs`), on a system clock: a stream of sends
+/// spaced 100 µs apart, each due 2 ms after it is sent, two consumers. With
+/// helping on (the default) the dequeue proxy hands rounds to the consumers
+/// that take staged items, and they run them; with helping off it never
+/// does. Either way every item comes out once, and none before its deadline.
+#[test]
+fn a_paced_stream_hands_the_dequeue_rounds_to_the_consumers() {
+    const N: u32 = 1000;
+    for helping in [true, false] {
+        let rec = Recording::new();
+        let name = if helping { "duty-on" } else { "duty-off" };
+        let (tx, rx) = rec.build(|| Builder::new().name(name).helping(helping).build::<u32>().unwrap());
+        let consumers: Vec<_> = (0..2)
+            .map(|_| {
+                let rx = rx.clone();
+                std::thread::spawn(move || {
+                    let mut got = Vec::new();
+                    while let Ok(e) = rx.recv_entry() {
+                        assert!(Instant::now() >= e.deadline(), "an item left before its deadline");
+                        got.push(e.into_inner());
+                    }
+                    got
+                })
+            })
+            .collect();
+        drop(rx);
+        let start = Instant::now();
+        for i in 0..N {
+            let send_at = start + Duration::from_micros(100) * i;
+            if let Some(wait) = send_at.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            tx.send_after(i, ms(2)).unwrap();
+        }
+        drop(tx);
+        let mut all: Vec<u32> = consumers.into_iter().flat_map(|c| c.join().unwrap()).collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..N).collect::<Vec<_>>(), "helping {helping}: lost or duplicated items");
+        let handed = rec.snapshot().counter("delayq_handed_rounds_total", &[("queue", name)]);
+        if helping {
+            assert!(handed > 0, "no round was handed to the consumers");
+        } else {
+            assert_eq!(handed, 0, "rounds were handed over with helping off");
+        }
+    }
 }
