@@ -27,9 +27,10 @@
 //! so that only an insert due before then wakes the proxy), and hands that
 //! round to the consumers when it can (`duty.rs`). After unlocking it wakes
 //! consumers; the proxy then parks until `stage_ahead` before the new head's
-//! deadline (without a timer if it handed the round over), an earlier head, egress room, a mock-clock
-//! step or shutdown — and, when no consumer leads for the oldest staged entry
-//! (`lead.rs`), until that entry's deadline at the latest. Waking when the
+//! deadline (without a timer if it handed the round over), an earlier head,
+//! egress room, a mock-clock step or shutdown — and, when no consumer leads
+//! for the oldest staged entry (`lead.rs`), until that entry's deadline at
+//! the latest. Waking when the
 //! head is `stage_ahead` away and filling to twice that is hysteresis: the
 //! proxy wakes at most once per `stage_ahead` of deadlines, not once per item
 //! as the window slides (at 100 K items/s on 2 cores: 10 K proxy rounds per
@@ -221,9 +222,11 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
     let lead = shared.lead.after_push();
     let first_staged = t.staged.first();
     let staged_wake = first_staged.filter(|&f| lead.map_or(true, |l| l > f));
-    // The next round goes to the consumers if a leader will wake for the
-    // oldest staged entry before it is due (`duty.rs`): the live entries'
-    // takers are awake by then anyway.
+    // The next round goes to the takers of the ring's live entries, awake
+    // at their deadlines anyway (`duty.rs`), when the queue is paced, not
+    // saturated: nothing due was moved, few entries wait, and the round is
+    // not imminent. (The proxy keeps a timer for a staged entry nobody
+    // leads for: `run`.)
     let handed = match plan {
         Sleep::Until(wake)
             if shared.duty.is_on()
