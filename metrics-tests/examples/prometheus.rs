@@ -52,16 +52,24 @@ fn main() {
     let sent = sample(&text, "delayq_sent_total", q);
     let received = sample(&text, "delayq_received_total", q);
     println!("\npipeline: sent {}, received {}, early {}", out.sent, out.received, out.early);
+    // The mid-run scrape may lose the lateness records in flight while it
+    // drains the histogram, one per recording thread at most (the four
+    // consumers; `tests/prometheus.rs` says how).
+    let n = out.received as f64;
     let ok = out.early == 0
         && out.received == out.sent
-        && count == Some(out.received as f64)
+        && count.is_some_and(|c| c <= n && c >= n - 4.0)
         && sent == Some(out.sent as f64)
         && received == Some(out.received as f64);
     if !ok {
         eprintln!("MISMATCH: lateness count {count:?}, sent_total {sent:?}, received_total {received:?}");
         std::process::exit(1);
     }
-    println!("scrape agrees: lateness count = received_total = sent_total = {}", out.received);
+    println!(
+        "scrape agrees: received_total = sent_total = {}, lateness count {}",
+        out.received,
+        count.unwrap_or_default()
+    );
 }
 
 fn usage(why: &str) -> ! {

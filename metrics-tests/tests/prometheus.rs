@@ -22,17 +22,24 @@ fn scrape_names_labels_and_counts() {
     let text = scrape(port).unwrap();
     let q = "queue=\"scraped\"";
     let n = out.received as f64;
-    assert_eq!(sample(&text, "delayq_lateness_seconds_count", q), Some(n), "{text}");
+    // One lateness value per item received, less what the mid-run scrape may
+    // have lost: the exporter drains a histogram's `AtomicBucket`
+    // (metrics-util) by swapping its block list out, and a record that had
+    // loaded the old block before the swap but claims its slot after the
+    // drain saw the block quiet lands in a retired block. Each recording
+    // thread (the two consumers) has at most one record in flight.
+    let count = sample(&text, "delayq_lateness_seconds_count", q).unwrap();
+    assert!(count <= n && count >= n - 2.0, "lateness count {count} for {n} items:\n{text}");
     assert_eq!(sample(&text, "delayq_sent_total", q), Some(n), "{text}");
     assert_eq!(sample(&text, "delayq_received_total", q), Some(n), "{text}");
     assert_eq!(sample(&text, "delayq_pending", q), Some(0.0), "{text}");
     // Lateness is never negative (nothing early) and is in seconds.
     let sum = sample(&text, "delayq_lateness_seconds_sum", q).unwrap();
-    assert!(sum >= 0.0 && sum / n < 1.0, "mean lateness {} s", sum / n);
+    assert!(sum >= 0.0 && sum / count < 1.0, "mean lateness {} s", sum / count);
     // Every bucket series carries the queue label; the +Inf bucket counts all.
     assert_eq!(
         sample(&text, "delayq_lateness_seconds_bucket", &format!("{q},le=\"+Inf\"")),
-        Some(n),
+        Some(count),
         "{text}"
     );
     // Both proxies' batches, labelled by proxy.
