@@ -96,10 +96,9 @@ fn taken<T>(s: &Shared<T>, n: usize) {
     if left == 0 && s.counter.is_closed() {
         s.signals.consumers.notify_all();
     }
-    // After the fence above: the taker's half of the duty's hand-over.
-    if s.duty.is_on()
-        && s.duty.claim_after_take(|| s.now_ticks(), s.stage_ahead, || s.egress.has_live_entry())
-    {
+    // After the fence above: the taker's half of the duty's hand-over (on a
+    // queue that never hands rounds over, the duty stays `NONE`: one load).
+    if s.duty.claim_after_take(|| s.now_ticks(), s.stage_ahead, || s.egress.has_live_entry()) {
         crate::dequeue::perform_duty(s, chained);
     }
 }
