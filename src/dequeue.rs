@@ -45,7 +45,7 @@ use crate::enqueue;
 use crate::shared::{Shared, Timers};
 use crate::sync::{lock, set_timer_slack, yield_now, Ordering, Parker};
 use crate::waiters::block_on;
-use crate::wakeup::Sleep;
+use crate::wakeup::{Bell, Sleep};
 use std::time::{Duration, Instant};
 
 /// Timer slack of the dequeue proxy's timed parks: the kernel may fire them this
@@ -262,14 +262,28 @@ pub(crate) fn perform_duty<T>(shared: &Shared<T>, chained: bool) {
         shared.signals.dequeue.force();
         return;
     };
+    // The proxy plans the next round unless this one hands it on, and also if
+    // anything below unwinds (a panicking metrics recorder): the claim cleared
+    // the duty, and the proxy parked without a timer.
+    let mut fallback = WakeOnDrop(Some(&shared.signals.dequeue));
     let r = round(shared, delivery_now(shared));
     drop(role);
     wake_consumers(shared, &r, chained);
     shared.metrics.dequeue_round(r.due + r.staged);
     shared.metrics.handed_round();
-    if !r.handed {
-        // Nobody to hand the next round to: the proxy plans it.
-        shared.signals.dequeue.force();
+    if r.handed {
+        fallback.0 = None;
+    }
+}
+
+/// Wakes the dequeue proxy when dropped, unless emptied first.
+struct WakeOnDrop<'a>(Option<&'a Bell>);
+
+impl Drop for WakeOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(bell) = self.0 {
+            bell.force();
+        }
     }
 }
 

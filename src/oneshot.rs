@@ -52,7 +52,7 @@ impl<R> Cell<R> {
         let prev = std::mem::replace(&mut *lock(&self.state), done);
         // Wake with the lock released.
         if let State::Waiting(Some(w)) = prev {
-            w.wake();
+            crate::contain::wake(w);
         }
     }
 }

@@ -83,10 +83,8 @@ impl Waiters {
             self.len.fetch_sub(k, Ordering::SeqCst);
             l.entries.drain(..k).map(|(_, w)| w).collect()
         };
-        // Wake with the lock released.
-        for w in woken {
-            w.wake();
-        }
+        // Wake with the lock released; a panicking waker wakes the rest.
+        woken.into_iter().for_each(crate::contain::wake);
     }
 
     /// Whether anyone waits (a hint; read it after the notifier's fence).

@@ -4,7 +4,7 @@
 //! in the index before they fell due); `select!` racing a receive against a
 //! shutdown signal; futures dropped mid-wait by the thousand (cancellation
 //! safety: no lost item, no lost wakeup); streams with `StreamExt`; async sends
-//! waiting for room.
+//! waiting for room; a waker that panics when woken.
 
 use delayq::{Builder, MockClock};
 use futures::future::BoxFuture;
@@ -392,4 +392,48 @@ fn recv_many_async_takes_what_is_due_and_entries_carry_keys() {
     let e = futures::executor::block_on(rx.recv_entry_async()).unwrap();
     assert_eq!((e.key(), *e.get_ref()), (keys[3], 3));
     assert_eq!(futures::executor::block_on(rx.recv_many_async(&mut buf, 0)), Ok(0));
+}
+
+/// A waker whose `wake` panics (a broken executor), after counting.
+struct Boom(AtomicUsize);
+
+impl Wake for Boom {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        panic!("a waker panics (expected by the test)");
+    }
+}
+
+#[test]
+fn a_panicking_waker_kills_no_thread_of_the_queue_and_loses_no_wakeup() {
+    // The oldest waiting future's waker panics when the item falls due: the
+    // thread that wakes it (a proxy, or a helping client) survives, the
+    // future then dropped unpolled passes the wake-up on, and the queue goes
+    // on working. (Before wakes were contained, the dequeue proxy died on it
+    // and the queue disconnected.)
+    let (tx, rx) = delayq::unbounded::<u32>();
+    let (wa, wb) = (Arc::new(Boom(AtomicUsize::new(0))), Arc::new(Count(AtomicUsize::new(0))));
+    let (wa_w, wb_w) = (Waker::from(wa.clone()), Waker::from(wb.clone()));
+    let mut a = rx.recv_async();
+    assert!(poll_once(&mut a, &wa_w).is_pending());
+    let mut b = rx.recv_async();
+    assert!(poll_once(&mut b, &wb_w).is_pending());
+    tx.send_at(1, Instant::now()).expect("a panicking waker cannot fail this send");
+    let deadline = Instant::now() + WAIT;
+    while wa.0.load(Ordering::SeqCst) == 0 && wb.0.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "nobody was woken");
+        std::thread::yield_now();
+    }
+    drop(a); // its executor never polls it again
+    while wb.0.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the wake-up was lost with the panicking waker's future");
+        std::thread::yield_now();
+    }
+    assert_eq!(poll_once(&mut b, &wb_w), Poll::Ready(Ok(1)));
+    // Both proxies still run: a due send and a later one come out, in order.
+    tx.send_after(3, Duration::from_millis(5)).expect("the queue is still connected");
+    tx.send_at(2, Instant::now()).expect("the queue is still connected");
+    assert_eq!(rx.recv_timeout(WAIT), Ok(2));
+    assert_eq!(rx.recv_timeout(WAIT), Ok(3));
+    assert_eq!(rx.len(), 0);
 }
