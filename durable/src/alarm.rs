@@ -49,8 +49,10 @@ impl Alarm {
         // before this reads the flag after, or its waker is taken here.
         self.rung.store(true, Ordering::SeqCst);
         let waker = self.waker.lock().unwrap_or_else(PoisonError::into_inner).take();
+        // Often another task's waker, run by the task that received the
+        // alarm: a panic in it must not unwind out of that task's poll.
         if let Some(waker) = waker {
-            waker.wake();
+            crate::contain::wake(waker);
         }
     }
 }

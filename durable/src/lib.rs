@@ -93,6 +93,7 @@ mod async_contract;
 #[cfg(feature = "async")]
 mod async_queue;
 mod builder;
+mod contain;
 mod contract;
 mod error;
 mod inspect;

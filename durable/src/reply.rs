@@ -98,9 +98,10 @@ fn fill<T>(slot: &Slot<T>, value: Outcome<T>) -> Option<Outcome<T>> {
     let waker = guard.waker.take();
     drop(guard);
     slot.filled.notify_one();
-    // Woken with the lock released.
+    // Woken with the lock released, and contained: this is mostly the writer
+    // thread answering a commit, whose other answers must still go out.
     if let Some(waker) = waker {
-        waker.wake();
+        crate::contain::wake(waker);
     }
     None
 }

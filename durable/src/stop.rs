@@ -6,7 +6,8 @@
 //! checks the flag (register and re-check); `raise` sets the flag *before* it
 //! takes the lock and wakes every waker registered. So a waiter either sees
 //! the flag when it registers, or is registered when `raise` takes the list,
-//! and is woken: no lost wake-up. Wakers are called with the lock released.
+//! and is woken: no lost wake-up. Wakers are called with the lock released,
+//! each contained (`contain.rs`): one that panics does not stop the rest.
 
 use std::fmt;
 use std::future::Future;
@@ -73,8 +74,10 @@ impl StopSignal {
         // takes; a registration after it sees `true`.
         self.inner.raised.store(true, Ordering::SeqCst);
         let woken = std::mem::take(&mut self.lock().list);
+        // A panicking waker (a broken executor) neither stops the others
+        // from being woken nor unwinds into the raiser.
         for (_, waker) in woken {
-            waker.wake();
+            crate::contain::wake(waker);
         }
     }
 

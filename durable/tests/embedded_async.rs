@@ -2,7 +2,8 @@
 //! the conformance suite through `futures::executor::block_on` (no runtime),
 //! then what only an async client has — reserve futures dropped at every
 //! point (nothing lost, nothing leased to nobody, the attempt number right),
-//! no wake-ups while idle, many consumers as tasks of one thread.
+//! no wake-ups while idle, many consumers as tasks of one thread, wakers
+//! that panic when woken.
 
 mod async_adapter;
 mod conformance;
@@ -15,7 +16,7 @@ use std::task::Waker;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use async_adapter::{poll_once, poll_once_and_drop, BlockOn, CountingWaker, Futures};
+use async_adapter::{poll_once, poll_once_and_drop, BlockOn, CountingWaker, Futures, PanickingWaker};
 use conformance::{ms, Opts, PATIENCE};
 use delayq_durable::{AsyncDurableQueue, AsyncJobQueue, DurableQueue, StopSignal};
 use futures::executor::block_on;
@@ -259,4 +260,109 @@ fn close_ends_waiting_reserves_with_closed() {
     });
     assert!(matches!(block_on(q.reserve(LEASE)), Err(delayq_durable::DurableError::Closed)));
     t.join().unwrap();
+}
+
+/// Waits (bounded by `PATIENCE`) until `done` holds; panics naming `what`.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let until = Instant::now() + PATIENCE;
+    while !done() {
+        assert!(Instant::now() < until, "{what}");
+        thread::sleep(ms(1));
+    }
+}
+
+#[test]
+fn a_panicking_waker_cuts_no_commit_short_the_writer_answers_the_rest_of_the_batch() {
+    // The writer thread answers a batch's ops in turn, waking each caller's
+    // task. A waker that panics there must not cut the other answers short.
+    // (Before wakes were contained, the acks after it were answered with an
+    // error, though they had been committed.)
+    let (q, _dir) = fresh();
+    let boom = PanickingWaker::armed();
+    let boom_waker = Waker::from(boom.clone());
+    let mut exercised = false;
+    for _ in 0..20 {
+        let now = std::time::SystemTime::now();
+        block_on(q.send_many(&[(&b"a"[..], now), (&b"b"[..], now)])).unwrap();
+        let mut jobs = Vec::new();
+        while jobs.len() < 2 {
+            jobs.extend(block_on(q.reserve_many(LEASE, 2 - jobs.len(), PATIENCE)).unwrap());
+        }
+        let before = boom.woken();
+        let mut f = pin!(q.ack_many(&jobs));
+        // One post, so one batch: the writer answers the first ack by waking
+        // this task, then the second.
+        let acked = match poll_once(f.as_mut(), &boom_waker) {
+            // Answered before this poll could register: no wake to test.
+            Some(acked) => acked,
+            None => {
+                exercised = true;
+                wait_until("the writer answered the first ack", || boom.woken() > before);
+                block_on(f.as_mut())
+            }
+        };
+        assert_eq!(acked.expect("every ack of the batch is answered Ok"), [true, true]);
+        assert_eq!(q.blocking().len().unwrap(), 0);
+        if exercised {
+            break;
+        }
+    }
+    assert!(exercised, "no ack_many waited for its commit");
+    // The writer goes on.
+    block_on(q.send_after(b"after", ms(0))).unwrap();
+    let job = block_on(q.reserve_timeout(LEASE, PATIENCE)).unwrap().expect("the writer still commits");
+    assert!(block_on(q.ack(&job)).unwrap());
+}
+
+#[test]
+fn a_panicking_waker_does_not_stop_a_raise_from_waking_the_other_reserves() {
+    // `raise` wakes every task waiting on the signal, on the raiser's thread:
+    // the first task's waker panics, the next is still woken and the raise
+    // returns. (Before wakes were contained, the panic went up into `raise`
+    // and the reserve registered after it was never woken.)
+    let (q, _dir) = fresh();
+    let stop = StopSignal::new();
+    let boom = PanickingWaker::armed();
+    let boom_waker = Waker::from(boom.clone());
+    let (woken, waker) = counting();
+    let mut a = pin!(q.reserve_or_stop(LEASE, &stop));
+    let mut b = pin!(q.reserve_or_stop(LEASE, &stop));
+    assert!(poll_once(a.as_mut(), &boom_waker).is_none());
+    assert!(poll_once(b.as_mut(), &waker).is_none());
+    stop.raise();
+    assert_eq!(boom.woken(), 1, "the first task was woken");
+    assert!(woken.0.load(Ordering::SeqCst) >= 1, "the task after it was woken too");
+    assert_eq!(poll_once(b.as_mut(), &waker).map(Result::unwrap), Some(None));
+    assert_eq!(poll_once(a.as_mut(), &waker).map(Result::unwrap), Some(None));
+}
+
+#[test]
+fn a_deadline_rung_for_a_task_whose_waker_panics_does_not_panic_the_task_that_rang_it() {
+    // Whichever `reserve_timeout` receives a due deadline rings it, waking its
+    // owner's task. Here the owner's waker panics and another task rings it:
+    // that task's poll must go on, not unwind. (Before wakes were contained,
+    // the panic came out of the other task's poll.)
+    let (q, _dir) = fresh();
+    let boom = PanickingWaker::armed();
+    let boom_waker = Waker::from(boom.clone());
+    let (woken, waker) = counting();
+    let mut a = Box::pin(q.reserve_timeout(LEASE, ms(20)));
+    let mut b = pin!(q.reserve_timeout(LEASE, PATIENCE));
+    assert!(poll_once(a.as_mut(), &boom_waker).is_none());
+    assert!(poll_once(b.as_mut(), &waker).is_none());
+    // A's deadline falls due; the deadline queue wakes A's task (the oldest
+    // waiting), whose waker panics (contained by the core queue).
+    wait_until("A's deadline fell due", || boom.woken() >= 1);
+    // B's poll receives A's alarm and rings it: A's waker panics again.
+    assert!(poll_once(b.as_mut(), &waker).is_none(), "B's own deadline is far");
+    assert_eq!(boom.woken(), 2, "B rang A's alarm");
+    assert_eq!(poll_once(a.as_mut(), &waker).map(Result::unwrap), Some(None), "A timed out");
+    drop(a);
+    // B still waits as it should: a job due now wakes it and is its.
+    let before = woken.0.load(Ordering::SeqCst);
+    block_on(q.send_after(b"for b", ms(0))).unwrap();
+    wait_until("the due job woke B", || woken.0.load(Ordering::SeqCst) > before);
+    let job = block_on(b.as_mut()).unwrap().expect("B took the job, not a timeout");
+    assert_eq!(job.payload(), b"for b");
+    assert!(block_on(q.ack(&job)).unwrap());
 }

@@ -2,7 +2,8 @@
 //! `redis-async`) against a private `redis-server`: the conformance suite
 //! through a tokio runtime's `block_on`, then reserve futures dropped at
 //! every point (nothing lost; a lease the server took for a dropped future
-//! comes back at its end as the next attempt), no wake-ups while idle.
+//! comes back at its end as the next attempt), no wake-ups while idle, a
+//! waker that panics when the watcher thread wakes it.
 #![cfg(feature = "redis-async")]
 
 mod async_adapter;
@@ -17,7 +18,7 @@ use std::task::{Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use async_adapter::{poll_once, BlockOn, CountingWaker, Tokio};
+use async_adapter::{poll_once, BlockOn, CountingWaker, PanickingWaker, Tokio};
 use conformance::{ms, Opts, PATIENCE};
 use delayq_durable::{AsyncJobQueue, AsyncRedisQueue, DurableError, RedisQueue, StopSignal};
 use redis_server::{unique, RedisServer};
@@ -181,5 +182,70 @@ fn close_ends_waiting_async_reserves() {
         q2.close();
     });
     assert!(matches!(rt.0.block_on(q.reserve(LEASE)), Err(DurableError::Closed)));
+    t.join().unwrap();
+}
+
+#[test]
+fn a_panicking_waker_kills_no_watcher_thread_and_the_tasks_after_it_are_woken() {
+    // The handle's watcher thread wakes its waiting tasks when a send is
+    // announced. The first task's waker panics: the next is still woken, and
+    // the watcher lives on to announce later sends. (Before wakes were
+    // contained, the watcher thread died on it: the next task was never woken,
+    // nor any task of the handle by a send again.)
+    let Some((q, rt)) = fresh() else { return };
+    // Armed once both tasks sleep on the notifier: before, the scripts'
+    // replies wake it too (on the runtime's threads).
+    let boom = Arc::new(PanickingWaker::default());
+    let boom_waker = Waker::from(boom.clone());
+    let (woken, waker) = counting();
+    {
+        let _guard = rt.0.enter();
+        let mut a = pin!(q.reserve(LEASE));
+        let mut b = pin!(q.reserve(LEASE));
+        // Drive both until their scripts have answered (nothing is pending)
+        // and they sleep on the notifier, A registered before B.
+        let until = Instant::now() + PATIENCE;
+        let mut before = (0, 0);
+        loop {
+            assert!(Instant::now() < until, "the reserves never settled");
+            assert!(poll_once(a.as_mut(), &boom_waker).is_none());
+            assert!(poll_once(b.as_mut(), &waker).is_none());
+            thread::sleep(ms(100));
+            let now = (boom.woken(), woken.0.load(Ordering::SeqCst));
+            if now == before {
+                break;
+            }
+            before = now;
+        }
+        boom.armed.store(true, Ordering::SeqCst);
+        q.blocking().send_after(b"now", ms(0)).unwrap();
+        let until = Instant::now() + PATIENCE;
+        while woken.0.load(Ordering::SeqCst) == before.1 {
+            assert!(Instant::now() < until, "the task after the panicking one was not woken");
+            thread::sleep(ms(1));
+        }
+        assert!(boom.woken() > before.0, "the panicking task was woken first");
+        let job = loop {
+            assert!(Instant::now() < until, "B did not take the job");
+            if let Some(job) = poll_once(b.as_mut(), &waker) {
+                break job.unwrap();
+            }
+            thread::sleep(ms(5));
+        };
+        assert_eq!(job.payload(), b"now");
+        assert!(q.blocking().ack(&job).unwrap());
+    }
+    // The watcher lives on: a send from another thread wakes a reserve that
+    // knows of no due time.
+    let other = q.blocking().clone();
+    let t = thread::spawn(move || {
+        thread::sleep(ms(100));
+        other.send_after(b"later", ms(0)).unwrap();
+    });
+    let started = Instant::now();
+    let job = rt.0.block_on(q.reserve_timeout(LEASE, PATIENCE)).unwrap().expect("woken by the announcement");
+    assert_eq!(job.payload(), b"later");
+    assert!(started.elapsed() < Duration::from_secs(3), "woken by the announcement, not a poll");
+    assert!(rt.0.block_on(q.ack(&job)).unwrap());
     t.join().unwrap();
 }

@@ -89,9 +89,12 @@ impl State {
     }
 }
 
+/// Wakes every waker, each contained: run on the watcher thread (an
+/// announcement), a closing client or a raiser of a stop signal, none of which
+/// a panicking waker may stop or cut short.
 fn wake_all(wakers: Vec<(u64, Waker)>) {
     for (_, w) in wakers {
-        w.wake();
+        crate::contain::wake(w);
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, SystemTime};
@@ -125,6 +125,37 @@ impl Wake for CountingWaker {
     }
     fn wake_by_ref(self: &Arc<Self>) {
         self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A waker whose `wake` panics once armed (a broken executor); it counts
+/// every wake, the panicking ones too.
+#[derive(Default)]
+pub struct PanickingWaker {
+    pub woken: AtomicUsize,
+    pub armed: AtomicBool,
+}
+
+impl PanickingWaker {
+    /// One that panics from its first wake.
+    pub fn armed() -> Arc<PanickingWaker> {
+        Arc::new(PanickingWaker { woken: AtomicUsize::new(0), armed: AtomicBool::new(true) })
+    }
+
+    pub fn woken(&self) -> usize {
+        self.woken.load(Ordering::SeqCst)
+    }
+}
+
+impl Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.fetch_add(1, Ordering::SeqCst);
+        if self.armed.load(Ordering::SeqCst) {
+            panic!("a waker panics (expected by the test)");
+        }
     }
 }
 
