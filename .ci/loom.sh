@@ -46,6 +46,9 @@ found delayq_bug_take_ignores_recall loom_models::egress "an entry left twice or
 found delayq_bug_lead_no_fence loom_models::lead "stranded: the pusher saw a leader"
 # The duty's hand-over without its fence (duty.rs): a round with nobody.
 found delayq_bug_duty_no_fence loom_models::duty "stranded: the round was handed over"
+# An early insert's round that takes a proxy parked without a timer for one
+# parked on its timer (dequeue.rs, stage_early): the proxy sleeps forever.
+found delayq_bug_early_ignores_hand_over loom_models::early "deadlock"
 # A role's release that does not unpark the proxy waiting for it (role.rs).
 found delayq_bug_role_no_unpark loom_models::role::a_released_role "deadlock"
 # A proxy's wait for its role that eats an unpark meant for its other waits.

@@ -6,18 +6,17 @@
 //!
 //! The proxy performs its rounds holding the dequeue role (`role.rs`), so the
 //! index sees two performers at most, this role's and the enqueue role's.
-//! Two clients perform it too: a consumer that claimed the staging duty
+//! Three clients perform it too: a consumer that claimed the staging duty
 //! (`duty.rs`: the proxy handed it its next round and parked without a
-//! timer) runs the proxy's round, and a `try_recv` that found nothing due
-//! moves what is due (`catch_up`). Two other client performers were tried
-//! and removed: consumers that found nothing due while the proxy was late
-//! ran a round in the first cut of the roles (it cost 16×16 unthrottled runs
-//! 16 % of their throughput and 4×4 ones 27 %, and gained little paced: they
-//! fought an awake proxy for the role, which a handed-over round cannot),
-//! and producers whose insert would have woken the proxy staged the item
-//! themselves (a send+recv at 1 M pending took 7.9 µs instead of 0.3: every
-//! item was inserted and removed again one by one, churning the key table's
-//! pages): docs/bench/README.md, seventh round.
+//! timer) runs the proxy's round (`perform_duty`); the performer of the
+//! enqueue role whose insert is due before the proxy's planned wake-up runs
+//! that round instead of waking the proxy (`stage_early`); and a `try_recv`
+//! that found nothing due moves what is due (`catch_up`). One other client
+//! performer was tried and removed: consumers that found nothing due while
+//! the proxy was late ran a round in the first cut of the roles (it cost
+//! 16×16 unthrottled runs 16 % of their throughput and 4×4 ones 27 %, and
+//! gained little paced: they fought an awake proxy for the role, which a
+//! handed-over round cannot): docs/bench/README.md, seventh round.
 //!
 //! Each round reads the clock once (`now`), then in ONE critical section of
 //! the timers lock moves every item due by `now + 2 × stage_ahead` (as many as
@@ -247,6 +246,7 @@ fn round<T>(shared: &Shared<T>, now: u64) -> Round {
     {
         t.sleep = plan;
     }
+    t.last_round = now;
     let (staged_now, index_len) = (t.staged.len(), t.index.len());
     Round { due, staged, fell_due, plan, first_staged, lead, staged_wake, staged_now, index_len, handed }
 }
@@ -274,6 +274,62 @@ pub(crate) fn perform_duty<T>(shared: &Shared<T>, chained: bool) {
     if r.handed {
         fallback.0 = None;
     }
+}
+
+/// The enqueue role's holder applied an insert due before the dequeue
+/// proxy's `planned` wake-up (`wakeup.rs`, mechanism 1), with nothing behind
+/// it in the ingress: instead of waking the proxy to stage it, it performs
+/// that round itself, if the dequeue role is free. Returns `false` if it did
+/// not (the caller wakes the proxy). After a round it wakes the proxy itself
+/// unless the proxy may sleep on: the round handed the next one to the
+/// consumers (`duty.rs`), or the proxy, parked on its timer (no round was
+/// handed to it), wakes no later than the new plan. An insert only moves the
+/// head earlier and a round only later, so the proxy's timer, no later than
+/// the head when it parked, stays no later than the head.
+pub(crate) fn stage_early<T>(shared: &Shared<T>, planned: Sleep) -> bool {
+    let Sleep::Until(armed) = planned else { return false };
+    let Some(role) = shared.roles.dequeue.try_acquire() else { return false };
+    // Only the dequeue role's holder hands rounds over: we read our own
+    // state. Held: the proxy parked without a timer (`run`).
+    let handed_before = shared.duty.is_held();
+    let mut fallback = WakeOnDrop(Some(&shared.signals.dequeue));
+    let r = round(shared, delivery_now(shared));
+    drop(role);
+    wake_consumers(shared, &r, false);
+    shared.metrics.dequeue_round(r.due + r.staged);
+    shared.metrics.early_round();
+    if proxy_sleeps_on(armed, handed_before, r.handed, r.plan, r.staged_wake) {
+        fallback.0 = None;
+    }
+    true
+}
+
+/// After a round that a client ran for an early insert (`stage_early`):
+/// whether the dequeue proxy, which planned to wake at `armed` before it, may
+/// sleep on. Yes if this round handed the next one over (`duty.rs`: the
+/// takers own it now). Otherwise only if the proxy is parked on its timer —
+/// `handed_before` false: it was not handed a round, after which it parks
+/// without one — and that timer comes no later than the new plan and than a
+/// staged entry it would have to wake for. Loom: `models/early.rs`, with the
+/// planted bug `delayq_bug_early_ignores_hand_over`.
+pub(crate) fn proxy_sleeps_on(
+    armed: u64,
+    handed_before: bool,
+    handed: bool,
+    plan: Sleep,
+    staged_wake: Option<u64>,
+) -> bool {
+    // Planted bug for the loom suite: a proxy parked without a timer taken
+    // for one parked on its timer.
+    #[cfg(delayq_bug_early_ignores_hand_over)]
+    let handed_before = {
+        let _ = handed_before;
+        false
+    };
+    handed
+        || (!handed_before
+            && matches!(plan, Sleep::Until(t) if t >= armed)
+            && staged_wake.map_or(true, |w| w >= armed))
 }
 
 /// Wakes the dequeue proxy when dropped, unless emptied first.

@@ -71,6 +71,13 @@ impl Duty {
         live || !self.take_back()
     }
 
+    /// Whether someone holds the duty (a look: only the dequeue role's
+    /// holder sets it, so to that holder `false` stays `false`).
+    pub(crate) fn is_held(&self) -> bool {
+        // Relaxed: read by the dequeue role's holder, after the role's Acquire.
+        self.at.load(Ordering::Relaxed) != NONE
+    }
+
     /// Clears the duty. Returns whether the caller cleared a tick: it now
     /// owns the round.
     pub(crate) fn take_back(&self) -> bool {

@@ -64,7 +64,10 @@
 //!   try-acquire of the role that never waits; a dequeue proxy that would
 //!   park on its timer while staged items wait for a leading consumer hands
 //!   its next round to their takers instead (`duty.rs`: they wake at those
-//!   deadlines anyway); the proxy threads do everything nobody helps with,
+//!   deadlines anyway); the performer of the enqueue role whose insert is due
+//!   before the dequeue proxy's planned wake-up runs that round itself
+//!   instead of waking the proxy (`dequeue::stage_early`); the proxy threads
+//!   do everything nobody helps with,
 //!   and do all the work while the queue is saturated (they are awake then,
 //!   and nobody helps). [`Builder::helping`] switches it off.
 //!   Flat combining with a dedicated combiner; the helping of delegation

@@ -9,7 +9,9 @@
 //!   performer of the enqueue role, once per batch (`enqueue::apply`);
 //! - **moved per round** and the gauges: by the dequeue proxy, once per round
 //!   (`dequeue::run`; a consumer that runs a round handed to it records the
-//!   round, and counts it in `delayq_handed_rounds_total`), and by a consumer
+//!   round, and counts it in `delayq_handed_rounds_total`; the enqueue role's
+//!   holder that runs one for an early insert, in `delayq_early_rounds_total`),
+//!   and by a consumer
 //!   about to park (the queue has gone
 //!   quiet: nobody else would bring the figures up to date);
 //! - **received**: not counted by receives at all, but read from the egress
@@ -100,6 +102,8 @@ mod off {
         #[inline(always)]
         pub(crate) fn handed_round(&self) {}
         #[inline(always)]
+        pub(crate) fn early_round(&self) {}
+        #[inline(always)]
         pub(crate) fn sample(&self, _s: &Sample) {}
         #[inline(always)]
         pub(crate) fn lateness_ns(&self, _ns: u64) {}
@@ -138,6 +142,7 @@ mod on {
         dequeue_batch: Histogram,
         admission_pause: Histogram,
         handed_rounds: Counter,
+        early_rounds: Counter,
     }
 
     impl std::fmt::Debug for Metrics {
@@ -167,6 +172,11 @@ mod on {
             "delayq_handed_rounds_total",
             Unit::Count,
             "Dequeue rounds the proxy handed to the consumers, and one of them ran."
+        );
+        describe_counter!(
+            "delayq_early_rounds_total",
+            Unit::Count,
+            "Dequeue rounds run by the enqueue role's holder for an insert due before the dequeue proxy's wake-up."
         );
         describe_gauge!(
             "delayq_pending",
@@ -216,6 +226,7 @@ mod on {
                 dequeue_batch: batch("dequeue"),
                 admission_pause: histogram!("delayq_admission_pause_seconds", "queue" => q.clone()),
                 handed_rounds: counter!("delayq_handed_rounds_total", "queue" => q.clone()),
+                early_rounds: counter!("delayq_early_rounds_total", "queue" => q.clone()),
             }
         }
 
@@ -250,6 +261,12 @@ mod on {
         /// A consumer ran a round the dequeue proxy handed over (`duty.rs`).
         pub(crate) fn handed_round(&self) {
             self.handed_rounds.increment(1);
+        }
+
+        /// The enqueue role's holder ran a round for an early insert instead
+        /// of waking the dequeue proxy (`dequeue::stage_early`).
+        pub(crate) fn early_round(&self) {
+            self.early_rounds.increment(1);
         }
 
         pub(crate) fn sample(&self, s: &Sample) {

@@ -37,6 +37,8 @@ pub(crate) struct Timers<T> {
     pub(crate) index: Index<T>,
     pub(crate) sleep: Sleep,
     pub(crate) staged: Staged,
+    /// The clock reading of the last dequeue round (whoever performed it).
+    pub(crate) last_round: u64,
 }
 
 /// Everything that wakes somebody.
@@ -141,6 +143,7 @@ impl<T> Shared<T> {
                 index: Index::new(layout.index, now),
                 sleep: Sleep::Awake,
                 staged: Staged::default(),
+                last_round: 0,
             }),
             signals: Signals {
                 consumers: Waiters::default(),

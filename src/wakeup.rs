@@ -8,7 +8,8 @@
 //!    `Sleep::Until(wake)` — the head's deadline, or `stage_ahead` before it
 //!    when staging is on, the time it will wake to stage the head — (or
 //!    `Forever`); it parks only after unlocking. The enqueue proxy inserts and reads `Sleep` in one critical section of the same
-//!    lock, and unparks when the new head is earlier than the planned wake-up.
+//!    lock, and unparks when the new head is earlier than the planned wake-up
+//!    (or runs that round itself: `dequeue::stage_early`).
 //!
 //!    **Invariant:** whenever the lock is free, either the dequeue proxy is awake
 //!    (`Awake`: it will re-read the heap before it sleeps again), or it plans to

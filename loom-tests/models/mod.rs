@@ -14,6 +14,7 @@
 
 mod blocking;
 mod duty;
+mod early;
 mod egress;
 mod harness;
 mod ingress;

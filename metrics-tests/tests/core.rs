@@ -220,3 +220,36 @@ fn a_paced_stream_hands_the_dequeue_rounds_to_the_consumers() {
         }
     }
 }
+
+/// Early inserts (`dequeue::stage_early`), on a system clock: a far item
+/// makes the dequeue proxy plan its wake-up 10 s out; then sends 1 ms apart,
+/// each due 300 µs after it is sent, are due before that wake-up. With
+/// helping on, the enqueue role's holder stages them itself instead of waking
+/// the proxy; with helping off it never does. Either way every item comes out
+/// once, in order, and none before its deadline.
+#[test]
+fn inserts_due_before_the_planned_wake_up_are_staged_by_the_enqueue_role() {
+    const N: u32 = 50;
+    for helping in [true, false] {
+        let rec = Recording::new();
+        let name = if helping { "early-on" } else { "early-off" };
+        let (tx, rx) = rec.build(|| Builder::new().name(name).helping(helping).build::<u32>().unwrap());
+        tx.send_after(u32::MAX, Duration::from_secs(10)).unwrap();
+        rx.peek_deadline(); // a round trip through the enqueue role
+        std::thread::sleep(ms(5)); // the proxy's first round has planned
+        for i in 0..N {
+            tx.send_after(i, Duration::from_micros(300)).unwrap();
+            let e = rx.recv_entry_timeout(Duration::from_secs(10)).expect("the item came out");
+            assert!(Instant::now() >= e.deadline(), "an item left before its deadline");
+            assert_eq!(e.into_inner(), i, "helping {helping}: lost, duplicated or out of order");
+            std::thread::sleep(ms(1));
+        }
+        assert_eq!(rx.len(), 1, "the far item is still pending");
+        let early = rec.snapshot().counter("delayq_early_rounds_total", &[("queue", name)]);
+        if helping {
+            assert!(early > 0, "no insert was staged by the enqueue role");
+        } else {
+            assert_eq!(early, 0, "the enqueue role ran rounds with helping off");
+        }
+    }
+}

@@ -62,6 +62,7 @@ fn seven_metrics_follow_adds_gets_and_dones() {
             "delayq_admission_pause_seconds",
             "delayq_cancelled_total",
             "delayq_due",
+            "delayq_early_rounds_total",
             "delayq_handed_rounds_total",
             "delayq_ingress_depth",
             "delayq_lateness_seconds",

@@ -159,8 +159,9 @@ impl<E> Slots<E> {
         }
     }
 
-    /// Drops empty pages at both ends, so the page list spans only live keys, and
-    /// moves the entries of a live front page far behind the rest to `stragglers`.
+    /// Drops empty pages at the front, so the page list starts at the oldest
+    /// live key, and moves the entries of a live front page far behind the rest
+    /// to `stragglers`.
     fn trim(&mut self) {
         loop {
             while let Some(None) = self.pages.front() {
@@ -183,9 +184,12 @@ impl<E> Slots<E> {
             }
             self.recycle(slots);
         }
-        while let Some(None) = self.pages.back() {
-            self.pages.pop_back();
-        }
+        // Empty pages at the back stay in the list: keys only grow, so the
+        // next insert lands there or beyond. Dropping them made a stream whose
+        // last page emptied after every item (one item in flight at a time,
+        // behind long-lived items with far lower keys) push the whole gap of
+        // empty entries back at every insert: 4 K of them per item at 18 M
+        // keys behind 1 M pending, 5.8 µs per send+recv instead of 0.2.
         if self.pages.capacity() > 64 && self.pages.len() < self.pages.capacity() / 4 {
             self.pages.shrink_to(self.pages.len() * 2);
         }
