@@ -313,6 +313,29 @@ mod tests {
         assert_eq!((s.len(), s.footprint()), (0, (0, 0)));
     }
 
+    #[test]
+    fn a_stream_far_past_live_pages_keeps_the_page_list() {
+        // Live entries on the first 20 pages; the stream's keys start 100
+        // pages on (keys sent and taken meanwhile), one item at a time.
+        let mut s = Slots::new();
+        for k in 0..(20u64 << PAGE_BITS) {
+            s.insert(k, 'p');
+        }
+        let start = 120u64 << PAGE_BITS;
+        s.insert(start, 'x');
+        assert_eq!(s.remove(start), Some('x'));
+        let (pages, stragglers) = s.footprint();
+        assert_eq!((pages, stragglers), (121, 0));
+        for k in start + 1..start + (1 << PAGE_BITS) - 1 {
+            s.insert(k, 'x');
+            assert_eq!(s.remove(k), Some('x'));
+            // Dropping the empty back entries here made every insert push
+            // them all back (the gap between the live pages and the stream).
+            assert_eq!(s.footprint(), (pages, 0), "the page list was trimmed, to be rebuilt");
+        }
+        assert_eq!(s.len(), 20 << PAGE_BITS);
+    }
+
     /// One far entry on page 0, a stream that makes it a straggler and then
     /// leaves the window empty.
     fn straggler_and_an_empty_window() -> Slots<char> {
