@@ -262,18 +262,12 @@ pub(crate) fn perform_duty<T>(shared: &Shared<T>, chained: bool) {
         shared.signals.dequeue.force();
         return;
     };
-    // The proxy plans the next round unless this one hands it on, and also if
-    // anything below unwinds (a panicking metrics recorder): the claim cleared
-    // the duty, and the proxy parked without a timer.
-    let mut fallback = WakeOnDrop(Some(&shared.signals.dequeue));
-    let r = round(shared, delivery_now(shared));
-    drop(role);
-    wake_consumers(shared, &r, chained);
-    shared.metrics.dequeue_round(r.due + r.staged);
-    shared.metrics.handed_round();
-    if r.handed {
-        fallback.0 = None;
-    }
+    // The proxy plans the next round unless this one hands it on: the claim
+    // cleared the duty, and the proxy parked without a timer.
+    client_round(shared, role, chained, |r| {
+        shared.metrics.handed_round();
+        r.handed
+    });
 }
 
 /// The enqueue role's holder applied an insert due before the dequeue
@@ -292,16 +286,33 @@ pub(crate) fn stage_early<T>(shared: &Shared<T>, planned: Sleep) -> bool {
     // Only the dequeue role's holder hands rounds over: we read our own
     // state. Held: the proxy parked without a timer (`run`).
     let handed_before = shared.duty.is_held();
+    client_round(shared, role, false, |r| {
+        shared.metrics.early_round();
+        proxy_sleeps_on(armed, handed_before, r.handed, r.plan, r.staged_wake)
+    });
+    true
+}
+
+/// A round performed by a client holding the dequeue `role`: the round,
+/// the role released, consumers woken as the proxy would (but for the one
+/// a taker's chain wake-up already woke: `chained`), the round recorded.
+/// Then wakes the dequeue proxy unless `proxy_may_sleep` says otherwise —
+/// and also if anything here unwinds (a panicking metrics recorder), so that
+/// a round the proxy left to others is never left with nobody.
+fn client_round<T>(
+    shared: &Shared<T>,
+    role: crate::role::Held<'_>,
+    chained: bool,
+    proxy_may_sleep: impl FnOnce(&Round) -> bool,
+) {
     let mut fallback = WakeOnDrop(Some(&shared.signals.dequeue));
     let r = round(shared, delivery_now(shared));
     drop(role);
-    wake_consumers(shared, &r, false);
+    wake_consumers(shared, &r, chained);
     shared.metrics.dequeue_round(r.due + r.staged);
-    shared.metrics.early_round();
-    if proxy_sleeps_on(armed, handed_before, r.handed, r.plan, r.staged_wake) {
+    if proxy_may_sleep(&r) {
         fallback.0 = None;
     }
-    true
 }
 
 /// After a round that a client ran for an early insert (`stage_early`):
