@@ -38,10 +38,13 @@ use std::time::{Duration, Instant};
 
 /// An insert due before the dequeue proxy's wake-up is staged by the enqueue
 /// role's holder itself (`dequeue::stage_early`) only if no dequeue round ran
-/// in the last `stage_ahead / EARLY_GAP_DIV` (12.5 µs by default): inside a
-/// burst of sends, a round per insert churned the index (each item inserted
-/// and removed again one by one: 5.8 µs per send+recv at 1 M pending against
-/// 0.3 µs), where the proxy's rounds batch them.
+/// in the last `stage_ahead / EARLY_GAP_DIV` (12.5 µs by default), so that
+/// inside a burst of sends the proxy's rounds batch the items. Added with the
+/// key table's fix (`slots.rs`) against a cost that turned out to be the
+/// table's alone: without the gap, criterion's `pair_batch` at 1 M pending
+/// took 197 ns against 170 with it (a noisy run), and `pair` (one send, then
+/// its receive) 4.1 µs against 16. Whether the gap pays in the comparison
+/// harness is not measured yet (docs/bench/README.md, eleventh round).
 const EARLY_GAP_DIV: u64 = 8;
 
 /// Commands applied per lock round-trip at most.
