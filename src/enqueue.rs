@@ -43,8 +43,11 @@ use std::time::{Duration, Instant};
 /// key table's fix (`slots.rs`) against a cost that turned out to be the
 /// table's alone: without the gap, criterion's `pair_batch` at 1 M pending
 /// took 197 ns against 170 with it (a noisy run), and `pair` (one send, then
-/// its receive) 4.1 µs against 16. Whether the gap pays in the comparison
-/// harness is not measured yet (docs/bench/README.md, eleventh round).
+/// its receive) 4.1 µs against 16; and in the comparison harness (`ab.py 5`,
+/// with / without) 100 K items/s cost 13.3 / 12.1 µs of CPU per item, 400 K/s
+/// p99 1040 / 827 µs, 1 M/s p99 1065 / 1131 µs, unthrottled 16×16 3.03 /
+/// 3.01 M items/s. It does not pay, and is next to go (docs/bench/README.md,
+/// eleventh round).
 const EARLY_GAP_DIV: u64 = 8;
 
 /// Commands applied per lock round-trip at most.
