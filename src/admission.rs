@@ -94,14 +94,20 @@ pub(crate) const INGRESS_OPEN: usize = 512;
 /// Why the gate is shut: one bit per proxy, each setting and clearing its own.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Reason {
-    /// The enqueue proxy found a deep ingress ring: commands wait to be applied.
+    /// The enqueue role found a deep ingress ring: commands wait to be applied.
     Ingress = 1,
-    /// The dequeue proxy found the consumers behind.
+    /// A dequeue round left due items in the index for want of egress room.
     Egress = 2,
-    /// Tests only: a reason that no proxy clears.
+    /// The oldest due item not yet taken has waited longer than [`LAG`].
+    Lag = 4,
+    /// Tests only: a reason that nothing clears.
     #[cfg(all(test, not(delayq_loom)))]
-    Test = 4,
+    Test = 8,
 }
+
+/// How long the oldest due item may wait, not yet taken, before blocking
+/// sends pause ([`Reason::Lag`]).
+pub(crate) const LAG: Duration = Duration::from_micros(500);
 
 #[derive(Debug)]
 pub(crate) struct Admission {
@@ -127,6 +133,36 @@ impl Default for Admission {
 impl Admission {
     fn with_max_wait(max_wait: Duration) -> Self {
         Admission { shut: CachePadded::new(AtomicUsize::new(0)), waiters: Waiters::default(), max_wait }
+    }
+
+    /// The enqueue role drained `drained` commands in one batch: a deep
+    /// drain shuts the gate, a shallow one opens it.
+    pub(crate) fn after_drain(&self, drained: usize) {
+        if drained > INGRESS_OPEN {
+            self.shut(Reason::Ingress);
+        } else {
+            self.open(Reason::Ingress);
+        }
+    }
+
+    /// A dequeue round on a system clock: `due_left` if it left due items in
+    /// the index for want of egress room; `lag` how long the oldest item it
+    /// moved (or found due) had been due.
+    pub(crate) fn after_round(&self, due_left: bool, lag: Duration) {
+        if due_left {
+            self.shut(Reason::Egress);
+        } else {
+            self.open(Reason::Egress);
+        }
+        self.set(Reason::Lag, lag > LAG);
+    }
+
+    fn set(&self, why: Reason, shut: bool) {
+        if shut {
+            self.shut(why);
+        } else {
+            self.open(why);
+        }
     }
 
     /// Whether a blocking send should wait (the hot path: one load).

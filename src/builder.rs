@@ -106,7 +106,6 @@ pub struct Builder {
     ingress_slots: usize,
     egress_slots: usize,
     nice: Option<i32>,
-    stage_ahead: Option<Duration>,
     helping: bool,
     name: String,
 }
@@ -129,7 +128,6 @@ impl Builder {
             ingress_slots: INGRESS_SLOTS,
             egress_slots: EGRESS_SLOTS,
             nice: None,
-            stage_ahead: None,
             helping: true,
             name: "delayq".to_owned(),
         }
@@ -237,60 +235,51 @@ impl Builder {
         self
     }
 
-    /// How long before its deadline the dequeue proxy may hand an item to the
-    /// consumers' ring (default 100 µs on a system clock, zero on a mock clock).
-    /// The proxy wakes when the earliest item is `ahead` away and moves
-    /// everything due within twice that, so an item is staged between `ahead`
-    /// and `2 × ahead` before its deadline, and the proxy wakes at most once
-    /// per `ahead` of deadlines however many items fall in it.
-    ///
-    /// A consumer that finds the oldest item there not due yet parks until its
-    /// deadline (one waiting consumer does; the others wait for it), so an item
-    /// comes out when that consumer's own timer fires, not after the dequeue
-    /// proxy's timer fires and then wakes a consumer: one wake-up on the path
-    /// instead of two. Nothing comes out early: a consumer takes only what is due
-    /// by its clock reading. Until its deadline a staged item can still be
-    /// cancelled and rescheduled, and an item that arrives with an earlier
-    /// deadline goes in front of it (unless staged items fill the consumers'
-    /// ring, or more than 32 staged items are due after it: then it follows
-    /// them, late by at most `2 × ahead`; or unless it arrives already due, as
-    /// before). `Duration::ZERO` moves items only once due
-    /// (each then needs the dequeue proxy's wake-up, then a consumer's).
-    /// Durations past the tick range (about 584 years) saturate.
+    /// Accepted and ignored: kept so that code written for earlier versions
+    /// compiles. Those moved items into the consumers' ring up to `ahead`
+    /// before their deadline ("staging"), so that a consumer's own timer
+    /// released them; now the consumer that waits for the next deadline moves
+    /// the due items itself when its timer fires (one wake-up at the deadline
+    /// either way), and nothing is moved before its deadline, so there is
+    /// nothing to set (docs/bench/README.md, twelfth round: the measurements
+    /// that removed staging).
     ///
     /// # Examples
     ///
     /// ```
+    /// # #![allow(deprecated)]
     /// use std::time::{Duration, Instant};
     ///
-    /// let (tx, rx) = delayq::Builder::new().stage_ahead(Duration::ZERO).build().unwrap();
+    /// let (tx, rx) = delayq::Builder::new().stage_ahead(Duration::from_micros(100)).build().unwrap();
     /// let at = Instant::now() + Duration::from_millis(2);
     /// tx.send_at('a', at).unwrap();
     /// assert_eq!(rx.recv(), Ok('a'));
     /// assert!(Instant::now() >= at);
     /// ```
-    pub fn stage_ahead(mut self, ahead: Duration) -> Builder {
-        self.stage_ahead = Some(ahead);
+    #[deprecated(note = "nothing is staged ahead of its deadline any more: the option has no effect")]
+    pub fn stage_ahead(self, ahead: Duration) -> Builder {
+        let _ = ahead;
         self
     }
 
-    /// Whether client threads may perform a proxy's role themselves (the
-    /// default: `true`).
+    /// Whether client threads perform the proxies' roles (the default:
+    /// `true`).
     ///
-    /// With helping on, a send (or command) whose push finds the enqueue proxy
-    /// parked drains the ingress into the timer index itself, instead of
-    /// waking the proxy (a futex wake-up, and a wait for the proxy to get a
-    /// CPU). It takes the proxy's role with a try-acquire that never waits
-    /// and does a bounded piece of work. And a dequeue proxy that would park
-    /// on its timer while staged items wait for a leading consumer (a system
-    /// clock, staging on) hands its next round to the consumers that take
-    /// them, which wake at those deadlines anyway, and parks without a timer.
-    /// The proxy threads still do everything nobody helps with, and do all
-    /// the work while the queue is saturated (then they are awake and nobody
-    /// helps). Delivery order,
-    /// "never early" and exactly-once are the same either way. `false` leaves
-    /// every piece of work to the proxies, as in delayq 0.1 (for comparisons
-    /// and tests).
+    /// With helping on, whoever is present performs a role: a send applies
+    /// the commands waiting in the ingress (its own and other producers', a
+    /// bounded batch) to the timer index unless another producer is doing so;
+    /// a receiver that finds the consumers' ring empty while an item is due
+    /// moves the due items itself, and the receiver that waits for the next
+    /// deadline does so when its timer fires. Each takes the role with a
+    /// try-acquire that never waits. The proxy threads perform only what
+    /// nobody is there for: commands a producer left behind after its share,
+    /// and the rounds async receivers (which cannot wait with a timeout) ask
+    /// them for.
+    ///
+    /// `false` leaves every piece of work to the two proxy threads: producers
+    /// only push and ring, consumers only take and wait, the dequeue proxy
+    /// sleeps until each next deadline. Delivery order, "never early" and
+    /// exactly-once are the same either way (for comparisons and tests).
     ///
     /// # Examples
     ///
@@ -352,7 +341,6 @@ impl Builder {
             ingress_slots: self.ingress_slots.min(cap),
             egress_slots: self.egress_slots.min(cap),
             index: self.index,
-            stage_ahead: self.stage_ahead,
             helping: self.helping,
             name: self.name,
         };

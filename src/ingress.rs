@@ -1,20 +1,21 @@
-//! The ingress: producers → enqueue proxy.
+//! The ingress: producers → the enqueue role.
 //!
-//! A bounded lock-free [`Ring`] carries the commands. When it is momentarily full,
+//! A bounded lock-free [`Ring`] carries the commands to whoever performs the
+//! enqueue role (`enqueue.rs`). When it is momentarily full,
 //! commands spill into a locked overflow list instead of failing or blocking: the
 //! ring's size is an internal batching buffer, not a capacity the user sees (the
 //! user's capacity is enforced by the `len` counter before a command is built).
 //!
 //! A blocking send (`push_or_wait`) instead waits for ring room when the ring is
-//! full: back-pressure that hands the CPU to the enqueue proxy rather than piling
-//! a backlog into the spill (on a 2-core machine, 16 unthrottled producers would
-//! otherwise starve the proxies). The proxy always drains the ring, so the wait is
-//! short and cannot deadlock; non-blocking sends and commands still spill.
+//! full (after trying to drain it itself: it performs the enqueue role if
+//! nobody does): back-pressure rather than a backlog piled into the spill.
+//! Whoever holds the enqueue role drains the ring, so the wait is short and
+//! cannot deadlock; non-blocking sends and commands still spill.
 //!
-//! FIFO across the two paths (a producer's commands must reach the proxy in the
+//! FIFO across the two paths (a producer's commands must reach the enqueue role in the
 //! order it issued them, so that `cancel` never overtakes its own `send`):
 //! - while `spilled` is set, every push goes to the spill, behind the earlier ones;
-//! - the proxy takes the spill only once the ring is drained (every claimed slot
+//! - the role takes the spill only once the ring is drained (every claimed slot
 //!   popped, not merely "the head slot is not written yet"), so every ring
 //!   command pushed before a spilled one is already taken.
 
@@ -47,8 +48,10 @@ impl<T> Ingress<T> {
         }
     }
 
-    /// As `push`, but waits for ring room instead of spilling.
-    pub(crate) fn push_or_wait(&self, cmd: T) -> Result<(), T> {
+    /// As `push`, but waits for ring room instead of spilling. `help` is
+    /// called once before the wait: the caller may drain the ring itself (it
+    /// performs the enqueue role if nobody does).
+    pub(crate) fn push_or_wait(&self, cmd: T, help: impl FnOnce()) -> Result<(), T> {
         let mut cmd = Some(cmd);
         let mut attempt = || {
             let c = cmd.take()?;
@@ -68,11 +71,15 @@ impl<T> Ingress<T> {
         if let Some(r) = attempt() {
             return r;
         }
-        // Untimed: the proxy always drains the ring, or closes it.
+        help();
+        if let Some(r) = attempt() {
+            return r;
+        }
+        // Untimed: the enqueue role's holders drain the ring, or it closes.
         block_on(&self.room, &Clock::default(), None, attempt).expect("an untimed wait ends with an outcome")
     }
 
-    /// Queues `cmd` for the proxy; fails (handing it back) only once closed.
+    /// Queues `cmd` for the enqueue role; fails (handing it back) only once closed.
     pub(crate) fn push(&self, cmd: T) -> Result<(), T> {
         // Acquire: pairs with the Release below, so a producer that learnt of an
         // earlier spilled command (through any synchronisation) sees the flag.
@@ -94,43 +101,61 @@ impl<T> Ingress<T> {
             return Err(cmd);
         }
         spill.items.push(cmd);
-        // Release: see the Acquire above. SeqCst would add nothing: the proxy reads
+        // Release: see the Acquire above. SeqCst would add nothing: the drainer reads
         // the flag again under the spill lock.
         self.spilled.store(true, Ordering::Release);
         Ok(())
     }
 
-    /// Moves up to `max` commands into `out`, oldest first. Enqueue proxy only:
-    /// it relies on being the ring's only popper.
-    pub(crate) fn drain_into(&self, out: &mut Vec<T>, max: usize) {
-        let start = out.len();
-        while out.len() - start < max {
-            // SAFETY: the enqueue proxy, the only caller of `drain_into` and
-            // `drain_closed`, is the ingress ring's only popper.
+    /// Moves up to `max` commands into `out`, oldest first (as
+    /// [`drain_with`](Ingress::drain_with)).
+    pub(crate) fn drain_into(&self, out: &mut Vec<T>, max: usize) -> usize {
+        self.drain_with(max, |c| out.push(c))
+    }
+
+    /// Hands up to `max` commands to `f`, oldest first (a spill that is taken
+    /// is handed over whole, so more than `max` may come). Returns how many
+    /// left the ring. The enqueue role's holder only: it relies on being the
+    /// ring's only popper. The caller wakes the producers waiting for room
+    /// ([`made_room`](Ingress::made_room)) once it has released the role.
+    pub(crate) fn drain_with(&self, max: usize, mut f: impl FnMut(T)) -> usize {
+        let mut n = 0;
+        while n < max {
+            // SAFETY: the enqueue role's holder, the only caller of `drain_with`
+            // and `drain_closed`, is the ingress ring's only popper.
             match unsafe { self.ring.pop_exclusive() } {
-                Some(c) => out.push(c),
+                Some(c) => {
+                    n += 1;
+                    f(c);
+                }
                 None => break,
             }
         }
-        // The waiters' fence inside `notify` orders our pops before the check.
-        self.room.notify(out.len() - start);
         // Acquire: pairs with the Release store in `push`.
-        if out.len() - start < max && self.spilled.load(Ordering::Acquire) {
+        if n < max && self.spilled.load(Ordering::Acquire) {
             // Only once every claimed ring slot is popped: a `None` from the ring
             // can mean "claimed, still being written", and that command may come
             // before spilled ones of the same producer (found by loom:
-            // `spill_keeps_each_producers_order`). The next round retries.
+            // `spill_keeps_each_producers_order`). The next drain retries.
             if !self.ring.is_drained() {
-                return;
+                return n;
             }
-            let mut spill = lock(&self.spill);
-            out.append(&mut spill.items);
-            self.spilled.store(false, Ordering::Relaxed);
-            // Give back the memory of a burst: keep a small buffer only.
-            if spill.items.capacity() > 1024 {
-                spill.items = Vec::new();
-            }
+            let items = {
+                let mut spill = lock(&self.spill);
+                self.spilled.store(false, Ordering::Relaxed);
+                // The whole buffer: a burst's memory goes with it.
+                std::mem::take(&mut spill.items)
+            };
+            items.into_iter().for_each(f);
         }
+        n
+    }
+
+    /// `n` commands were drained: wakes as many producers waiting for ring
+    /// room. (The waiters' fence inside `notify` orders the pops before its
+    /// check.)
+    pub(crate) fn made_room(&self, n: usize) {
+        self.room.notify(n);
     }
 
     /// Commands in the ring (approximate while others push or pop; the spill
@@ -139,7 +164,7 @@ impl<T> Ingress<T> {
         self.ring.len()
     }
 
-    /// `true` if no command waits. Proxy only (a concurrent push may land at once).
+    /// `true` if no command waits (a concurrent push may land at once).
     pub(crate) fn is_empty(&self) -> bool {
         self.ring.len() == 0 && !self.spilled.load(Ordering::SeqCst)
     }
@@ -156,7 +181,8 @@ impl<T> Ingress<T> {
     /// pushes that claimed a ring slot before the close and are mid-write.
     pub(crate) fn drain_closed(&self, out: &mut Vec<T>) {
         loop {
-            self.drain_into(out, usize::MAX);
+            let freed = self.drain_into(out, usize::MAX);
+            self.made_room(freed);
             if self.ring.is_drained() && !self.spilled.load(Ordering::SeqCst) {
                 return;
             }

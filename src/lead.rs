@@ -1,91 +1,127 @@
-//! The lead: which consumer waits for the deadline of a staged item.
+//! The lead: who waits for the index's next deadline on everyone's behalf.
 //!
-//! The dequeue proxy moves items into the egress up to `stage_ahead` before
-//! their deadline (`dequeue.rs`); a consumer that finds the oldest one not yet
-//! due parks until its deadline. So that one thread, not every waiting consumer,
-//! wakes at that time, the consumers elect a *leader*: `at` holds the deadline
-//! the leader waits for (0: nobody leads). A consumer that sees an earlier
-//! deadline than the leader's takes the lead over; the old leader finds out when
-//! it wakes.
+//! Java's `DelayQueue` has a *leader*, the one thread that waits for the
+//! head's deadline with a timeout while the others wait without one; `delayq`
+//! has the same, over the timer index's earliest deadline (`index_head`). The
+//! leader is a waiting consumer — it sleeps until that deadline and then runs
+//! the dequeue round itself (`receiver.rs`) — or the dequeue proxy, for
+//! receivers that cannot sleep with a timeout (async tasks) and for a queue
+//! built with `helping(false)`: they take the lead *for* the proxy and ring it
+//! (`dequeue.rs`).
 //!
-//! Invariant (no stranded staged item): while a consumer waits and the oldest
-//! staged entry is not due, someone will look at the ring again no later than
-//! that entry's deadline:
-//! - the leader, parked (still registered among the waiting consumers) until its
-//!   `at`, which is no later than the oldest entry it saw; or
-//! - the dequeue proxy, which includes the oldest entry's deadline in its own
-//!   wake-up whenever it finds nobody leading (and is rung by an async consumer,
-//!   which cannot park with a timeout, when that consumer finds nobody leading);
-//! - a leader that leaves without the item (a timeout) gives the lead up and
-//!   wakes one waiting consumer, which takes the lead or rings the proxy; a
-//!   leader that takes an item gives the lead up *before* the take, whose
-//!   chain wake-up (`receiver::taken`) then reaches the next consumer.
+//! `lead` holds 0 (nobody leads) or the deadline led for, rounded down to an
+//! even tick, with bit 0 set when the proxy is the leader. (Rounding down by a
+//! nanosecond makes a leader wake no later than the deadline, never early for
+//! an item: it only looks.)
 //!
-//! Both sides of each hand-off are SeqCst with a fence between the write and
-//! the read (the store-buffering pair of `wakeup.rs`): the proxy pushes, fences,
-//! then reads `at`; a leader gives up, fences, then looks at the ring. Either the
-//! proxy sees nobody leading (and wakes a consumer), or the old leader sees the
-//! new entry.
+//! **Invariant:** while a consumer waits and the index holds an item that can
+//! fall due, someone leads for a deadline no later than the index's earliest,
+//! or someone is about to look: a role holder's round (which wakes consumers
+//! for what it moved), or a consumer woken for it. Three hand-offs keep it,
+//! each a store-buffering pair of SeqCst accesses with a SeqCst fence between
+//! each side's write and read:
+//! - **A new earliest deadline** (the enqueue role, after an insert): it
+//!   lowers `index_head`, fences, then reads the lead ([`Lead::after_insert`]);
+//!   a waiting consumer registers, fences, reads `index_head`, then takes the
+//!   lead. Either the consumer sees the new head, or the inserter sees a lead
+//!   later than it (or none) and wakes a consumer (or the proxy, if it leads).
+//! - **The leader leaves** (at its deadline, or on a timeout): it gives the
+//!   lead up ([`Lead::give_up`]: CAS to 0, fence), then looks at the queue and
+//!   its waiters; a consumer registers, fences, then reads the lead. Either
+//!   the follower sees nobody leading (and leads), or the old leader sees the
+//!   follower (and wakes one: `receiver::taken`, and the timeout path).
+//! - **Async receivers** take the lead for the proxy and ring it; the proxy
+//!   reads the lead after every wake-up.
 //!
-//! A give-up is a CAS from the leader's own deadline to 0. Two leaders in turn
-//! with the same deadline can make the first one's give-up clear the second's
-//! lead: that only makes more threads wake (nobody leads, so the proxy plans for
-//! the entry and a consumer may lead again), never fewer.
+//! Loom: `loom-tests/models/lead.rs`, with the planted bug
+//! `delayq_bug_lead_no_fence`.
 
 use crate::sync::{fence, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 
+/// Bit 0 of `lead`: the dequeue proxy leads.
+const PROXY: u64 = 1;
+
+/// Who leads, as read from the lead (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Leader {
+    /// The deadline led for (rounded down to an even tick).
+    pub(crate) at: u64,
+    /// The dequeue proxy leads (for async receivers, or without helping).
+    pub(crate) proxy: bool,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Lead {
-    at: CachePadded<AtomicU64>,
+    v: CachePadded<AtomicU64>,
+}
+
+fn encode(at: u64, proxy: bool) -> u64 {
+    // At least 2: tick 0 and 1 would read as "nobody" or a bare flag.
+    (at & !PROXY).max(2) | u64::from(proxy)
+}
+
+fn decode(v: u64) -> Option<Leader> {
+    (v != 0).then_some(Leader { at: v & !PROXY, proxy: v & PROXY != 0 })
 }
 
 impl Lead {
-    /// The deadline the leader waits for, if anyone leads.
-    pub(crate) fn current(&self) -> Option<u64> {
+    /// Who leads, if anyone.
+    pub(crate) fn current(&self) -> Option<Leader> {
         // SeqCst: read after a fence, as the reader's half of a hand-off.
-        Some(self.at.load(Ordering::SeqCst)).filter(|&at| at != 0)
+        decode(self.v.load(Ordering::SeqCst))
     }
 
-    /// Leads for deadline `at` (at least 1) unless someone leads for one no
-    /// later. Returns whether the caller now leads.
-    pub(crate) fn take(&self, at: u64) -> bool {
-        debug_assert!(at != 0, "tick 0 means nobody leads");
-        let mut cur = self.at.load(Ordering::SeqCst);
+    /// Leads for deadline `at` (the proxy, if `proxy`) unless someone leads
+    /// for one no later. Returns the lead's value if the caller (or the
+    /// proxy, for whom it acted) now leads: what [`give_up`](Lead::give_up)
+    /// takes.
+    pub(crate) fn take(&self, at: u64, proxy: bool) -> Option<u64> {
+        let new = encode(at, proxy);
+        let mut cur = self.v.load(Ordering::SeqCst);
         loop {
-            if cur != 0 && cur <= at {
-                return false;
+            if cur != 0 && cur & !PROXY <= new & !PROXY {
+                return None;
             }
-            // SeqCst: in the total order with the proxy's read of `at`.
-            match self.at.compare_exchange_weak(cur, at, Ordering::SeqCst, Ordering::SeqCst) {
-                Ok(_) => return true,
+            // SeqCst: in the total order with the inserters' reads (module docs).
+            match self.v.compare_exchange_weak(cur, new, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return Some(new),
                 Err(now) => cur = now,
             }
         }
     }
 
-    /// Stops leading for `at`, then fences, so that the caller's next look at
-    /// the ring is ordered after it. Returns `false` if another consumer had
-    /// taken the lead over.
-    pub(crate) fn give_up(&self, at: u64) -> bool {
-        // SeqCst: the leader's half of the hand-off with the dequeue proxy.
-        let gave = self.at.compare_exchange(at, 0, Ordering::SeqCst, Ordering::Relaxed).is_ok();
+    /// Stops leading (`v` from [`take`](Lead::take)), then fences, so that the
+    /// caller's next look at the queue and its waiters is ordered after it.
+    /// Returns `false` if another leader had taken the lead over.
+    pub(crate) fn give_up(&self, v: u64) -> bool {
+        // SeqCst: the leader's half of the hand-off with the followers.
+        let gave = self.v.compare_exchange(v, 0, Ordering::SeqCst, Ordering::Relaxed).is_ok();
         // Planted bug for the loom suite (`models/lead.rs`): without the fence
-        // the old leader's look at the ring can miss an entry pushed by a
-        // proxy that still saw it leading.
+        // the old leader's look at the waiters can miss a follower that still
+        // saw it leading.
         #[cfg(not(delayq_bug_lead_no_fence))]
         fence(Ordering::SeqCst);
         gave
     }
 
-    /// The deadline the leader waits for, read by the dequeue role after its
-    /// pushes into the egress: the fence first (the pusher's half of the
-    /// hand-off), so that either this read sees a leader's give-up or that
-    /// leader's next look sees the pushes.
-    pub(crate) fn after_push(&self) -> Option<u64> {
-        // SeqCst: the pusher's half of the store-buffering pair.
+    /// After an insert that lowered `index_head` to `earliest`: the fence
+    /// (the inserter's half of the hand-off), then who must be woken — the
+    /// leader, if it leads for a later deadline; `Some(None)` if nobody
+    /// leads (a waiting consumer must look); `None` if someone leads for a
+    /// deadline no later.
+    pub(crate) fn after_insert(&self, earliest: u64) -> Option<Option<Leader>> {
+        // SeqCst: the inserter's half of the store-buffering pair.
+        #[cfg(not(delayq_bug_new_head_no_fence))]
         fence(Ordering::SeqCst);
-        self.current()
+        // Planted bug for the loom suite (`models/lead.rs`): without the
+        // fence, a consumer that registers and reads the old head can lead
+        // for it while we read the lead before its take.
+        match self.current() {
+            None => Some(None),
+            Some(l) if l.at > earliest => Some(Some(l)),
+            Some(_) => None,
+        }
     }
 }
 
@@ -97,13 +133,16 @@ mod tests {
     fn an_earlier_deadline_takes_the_lead_over_and_a_later_one_does_not() {
         let l = Lead::default();
         assert_eq!(l.current(), None);
-        assert!(l.take(10));
-        assert!(!l.take(10), "one leader per deadline");
-        assert!(!l.take(11));
-        assert!(l.take(5));
-        assert!(!l.give_up(10), "the old leader lost it");
-        assert_eq!(l.current(), Some(5));
-        assert!(l.give_up(5));
+        let a = l.take(10, false).unwrap();
+        assert!(l.take(10, true).is_none(), "one leader per deadline");
+        assert!(l.take(11, false).is_none());
+        let b = l.take(5, true).unwrap();
+        assert_eq!(l.current(), Some(Leader { at: 4, proxy: true }), "rounded down, never later");
+        assert!(!l.give_up(a), "the old leader lost it");
+        assert_eq!(l.after_insert(3), Some(Some(Leader { at: 4, proxy: true })));
+        assert_eq!(l.after_insert(4), None);
+        assert!(l.give_up(b));
         assert_eq!(l.current(), None);
+        assert_eq!(l.after_insert(100), Some(None));
     }
 }

@@ -163,7 +163,6 @@ mod cmd;
 mod contain;
 mod counter;
 mod dequeue;
-mod duty;
 mod egress;
 mod enqueue;
 mod error;
@@ -179,15 +178,14 @@ mod receiver;
 mod recv_future;
 mod ring;
 mod role;
-mod rounds;
 #[cfg(feature = "async")]
 mod send_future;
 mod sender;
 mod shared;
 #[cfg(any(feature = "timer", feature = "workqueue"))]
 mod shrink;
-mod staging;
 mod sync;
+mod tidy;
 #[cfg(feature = "timer")]
 pub mod timer;
 mod waiters;

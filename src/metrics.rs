@@ -7,13 +7,12 @@
 //! for a counter:
 //! - **sends, cancels, reschedules** and the enqueue role's batch size: by the
 //!   performer of the enqueue role, once per batch (`enqueue::apply`);
-//! - **moved per round** and the gauges: by the dequeue proxy, once per round
-//!   (`dequeue::run`; a consumer that runs a round handed to it records the
-//!   round, and counts it in `delayq_handed_rounds_total`; the enqueue role's
-//!   holder that runs one for an early insert, in `delayq_early_rounds_total`),
-//!   and by a consumer
-//!   about to park (the queue has gone
-//!   quiet: nobody else would bring the figures up to date);
+//! - **moved per round** and the gauges: by the performer of the dequeue
+//!   role, once per round (`dequeue::round`), and by a consumer about to park
+//!   (the queue has gone quiet: nobody else would bring the figures up to
+//!   date);
+//! - **the proxy threads' own batches and rounds** (what nobody else was
+//!   there to perform: `delayq_proxy_rounds_total`), by the proxy threads;
 //! - **received**: not counted by receives at all, but read from the egress
 //!   ring's head, which every take moves anyway (`Egress::received_so_far`),
 //!   when the gauges are sampled;
@@ -35,9 +34,7 @@
 pub(crate) struct Sample {
     /// Items sent and not yet received, cancelled or taken (`len`).
     pub(crate) pending: usize,
-    /// Entries in the egress ring ahead of their deadline.
-    pub(crate) staged: usize,
-    /// Entries in the egress ring that are due and not yet received.
+    /// Entries in the egress ring (all due), not yet received.
     pub(crate) due: usize,
     /// Commands waiting in the ingress for the enqueue role.
     pub(crate) ingress: usize,
@@ -100,9 +97,7 @@ mod off {
         #[inline(always)]
         pub(crate) fn dequeue_round(&self, _moved: usize) {}
         #[inline(always)]
-        pub(crate) fn handed_round(&self) {}
-        #[inline(always)]
-        pub(crate) fn early_round(&self) {}
+        pub(crate) fn proxy_round(&self, _enqueue: bool) {}
         #[inline(always)]
         pub(crate) fn sample(&self, _s: &Sample) {}
         #[inline(always)]
@@ -134,15 +129,14 @@ mod on {
         err_full: Counter,
         err_timeout: Counter,
         pending: Gauge,
-        staged: Gauge,
         due: Gauge,
         ingress: Gauge,
         lateness: Histogram,
         enqueue_batch: Histogram,
         dequeue_batch: Histogram,
         admission_pause: Histogram,
-        handed_rounds: Counter,
-        early_rounds: Counter,
+        proxy_enqueue_rounds: Counter,
+        proxy_dequeue_rounds: Counter,
     }
 
     impl std::fmt::Debug for Metrics {
@@ -169,21 +163,15 @@ mod on {
         describe_counter!("delayq_rescheduled_total", Unit::Count, "Reschedules that moved their item.");
         describe_counter!("delayq_send_errors_total", Unit::Count, "Sends that failed, by error.");
         describe_counter!(
-            "delayq_handed_rounds_total",
+            "delayq_proxy_rounds_total",
             Unit::Count,
-            "Dequeue rounds the proxy handed to the consumers, and one of them ran."
-        );
-        describe_counter!(
-            "delayq_early_rounds_total",
-            Unit::Count,
-            "Dequeue rounds run by the enqueue role's holder for an insert due before the dequeue proxy's wake-up."
+            "Batches and rounds the proxy threads performed themselves (nobody else was there to), by proxy."
         );
         describe_gauge!(
             "delayq_pending",
             Unit::Count,
             "Items sent and not yet received, cancelled or taken."
         );
-        describe_gauge!("delayq_staged", Unit::Count, "Items in the egress ring ahead of their deadline.");
         describe_gauge!("delayq_due", Unit::Count, "Items due in the egress ring, not yet received.");
         describe_gauge!("delayq_ingress_depth", Unit::Count, "Commands waiting for the enqueue role.");
         describe_histogram!("delayq_lateness_seconds", Unit::Seconds, "Receive time minus deadline.");
@@ -218,15 +206,14 @@ mod on {
                 err_full: err("full"),
                 err_timeout: err("timeout"),
                 pending: gauge!("delayq_pending", "queue" => q.clone()),
-                staged: gauge!("delayq_staged", "queue" => q.clone()),
                 due: gauge!("delayq_due", "queue" => q.clone()),
                 ingress: gauge!("delayq_ingress_depth", "queue" => q.clone()),
                 lateness: histogram!("delayq_lateness_seconds", "queue" => q.clone()),
                 enqueue_batch: batch("enqueue"),
                 dequeue_batch: batch("dequeue"),
                 admission_pause: histogram!("delayq_admission_pause_seconds", "queue" => q.clone()),
-                handed_rounds: counter!("delayq_handed_rounds_total", "queue" => q.clone()),
-                early_rounds: counter!("delayq_early_rounds_total", "queue" => q.clone()),
+                proxy_enqueue_rounds: counter!("delayq_proxy_rounds_total", "queue" => q.clone(), "proxy" => "enqueue"),
+                proxy_dequeue_rounds: counter!("delayq_proxy_rounds_total", "queue" => q.clone(), "proxy" => "dequeue"),
             }
         }
 
@@ -253,25 +240,23 @@ mod on {
             }
         }
 
-        /// One round of the dequeue proxy that moved `moved` items.
+        /// One round of the dequeue role that moved `moved` items.
         pub(crate) fn dequeue_round(&self, moved: usize) {
             self.dequeue_batch.record(moved as f64);
         }
 
-        /// A consumer ran a round the dequeue proxy handed over (`duty.rs`).
-        pub(crate) fn handed_round(&self) {
-            self.handed_rounds.increment(1);
-        }
-
-        /// The enqueue role's holder ran a round for an early insert instead
-        /// of waking the dequeue proxy (`dequeue::stage_early`).
-        pub(crate) fn early_round(&self) {
-            self.early_rounds.increment(1);
+        /// A proxy thread performed a batch (enqueue) or a round (dequeue)
+        /// itself: nobody else was there to.
+        pub(crate) fn proxy_round(&self, enqueue: bool) {
+            if enqueue {
+                self.proxy_enqueue_rounds.increment(1);
+            } else {
+                self.proxy_dequeue_rounds.increment(1);
+            }
         }
 
         pub(crate) fn sample(&self, s: &Sample) {
             self.pending.set(s.pending as f64);
-            self.staged.set(s.staged as f64);
             self.due.set(s.due as f64);
             self.ingress.set(s.ingress as f64);
             // `absolute` keeps the largest value seen: samples taken by

@@ -1,56 +1,97 @@
-//! The consumer handle, its iterators, and the take path: pop from the egress
-//! ring, release `len`, and wake whoever waited for the room or the items.
+//! The consumer handle, its iterators, and the take path: take from the
+//! egress ring; when it is empty and the index holds a due item, perform the
+//! dequeue round (`dequeue.rs`); when nothing is due, lead for the index's
+//! next deadline or wait for the leader (`lead.rs`); release `len` and wake
+//! whoever waits for the room or the items.
 
 use crate::chan::Chan;
+use crate::clock::NEVER;
 use crate::cmd::Cmd;
-use crate::egress::{Due, Look};
+use crate::dequeue::{after_round, ask_proxy, round};
+use crate::egress::Due;
 use crate::enqueue;
 use crate::error::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::expired::Expired;
 use crate::key::Key;
 use crate::oneshot;
+use crate::role::{Want, WANTED_BY_CONSUMER};
 use crate::shared::Shared;
 use crate::sync::{fence, Ordering};
 use crate::waiters::block_on_until;
 use std::cell::Cell;
 use std::fmt;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A due item as it leaves the egress ring: `(deadline ticks, key, item)`.
 pub(crate) type Raw<T> = Due<T>;
 
-/// One look at the egress ring: takes the oldest entry if it is due.
-fn look<T>(s: &Shared<T>) -> Look<T> {
-    let took = s.egress.take(|| s.now_ticks());
-    match took.look {
-        Look::Item(entry) => {
-            taken(s, 1);
-            if s.metrics.recording() {
-                s.metrics.lateness_ns(s.now_ticks().saturating_sub(entry.0));
-            }
-            Look::Item(entry)
+/// What one look found (`step`).
+pub(crate) enum Step<T> {
+    /// A due item, now the caller's.
+    Item(Raw<T>),
+    /// Nothing due yet: the index's earliest deadline (a lower bound), or,
+    /// for a caller that performs no rounds, a due one.
+    NotYet(u64),
+    /// The dequeue role is held while an item is due; the caller (registered)
+    /// asked its release to wake it.
+    Busy,
+    /// Nothing in the ring, nothing in the index that can fall due.
+    Empty,
+}
+
+/// One look at the egress ring: takes the oldest entry.
+fn look<T>(s: &Shared<T>) -> Option<Raw<T>> {
+    let entry = s.egress.take()?;
+    taken(s, 1);
+    if s.metrics.recording() {
+        s.metrics.lateness_ns(s.now_ticks().saturating_sub(entry.0));
+    }
+    Some(entry)
+}
+
+/// A consumer's look: an item from the ring; else, if the index holds a due
+/// item and the caller may perform rounds (`rounds`: helping on), the dequeue
+/// round, then another look; else why not (`Step`). A `registered` caller
+/// that finds the role held asks its release to wake it (`Step::Busy`).
+pub(crate) fn step<T>(s: &Shared<T>, rounds: bool, registered: bool) -> Step<T> {
+    loop {
+        if let Some(e) = look(s) {
+            return Step::Item(e);
         }
-        other => {
-            if took.skipped > 0 {
-                made_room(s);
-            }
-            other
+        // SeqCst: after the look (the egress's claims), as the roles write
+        // them: a round pushes, then lowers or raises it.
+        let head = s.index_head.load(Ordering::SeqCst);
+        if head == NEVER {
+            return Step::Empty;
+        }
+        let now = s.delivery_now();
+        if head > now || !rounds {
+            return Step::NotYet(head);
+        }
+        if let Some(held) = s.roles.dequeue.try_acquire_for(&s.signals.consumers) {
+            let r = round(s, now);
+            drop(held);
+            after_round(s, &r, true);
+            continue;
+        }
+        if !registered {
+            return Step::Busy;
+        }
+        if s.roles.dequeue.want(WANTED_BY_CONSUMER) == Want::Marked {
+            return Step::Busy;
         }
     }
 }
 
-/// Takes due items into `buf` until `limit`, or until the oldest entry is not
-/// due or the ring is empty.
+/// Takes due items into `buf` until `limit`, or until the ring is empty.
 pub(crate) fn take_many<T>(s: &Shared<T>, buf: &mut Vec<Raw<T>>, limit: usize) -> usize {
-    let mut clock = None::<u64>;
-    let (mut n, mut skipped) = (0, 0);
+    let mut n = 0;
     while n < limit {
-        let took = s.egress.take(|| *clock.get_or_insert_with(|| s.now_ticks()));
-        skipped += took.skipped;
-        match took.look {
-            Look::Item(entry) => buf.push(entry),
-            Look::NotYet(_) | Look::Empty => break,
+        match s.egress.take() {
+            Some(entry) => buf.push(entry),
+            None => break,
         }
         n += 1;
     }
@@ -62,73 +103,65 @@ pub(crate) fn take_many<T>(s: &Shared<T>, buf: &mut Vec<Raw<T>>, limit: usize) -
                 s.metrics.lateness_ns(now.saturating_sub(e.0));
             }
         }
-    } else if skipped > 0 {
-        made_room(s);
     }
     n
 }
 
 /// A consumer took `n` items from the egress ring: release them, and wake the
-/// producers waiting for room, the dequeue proxy waiting for egress room, one
-/// more consumer for what is left, and everyone once a closed queue is empty.
+/// producers waiting for room, one more consumer for what is left (or to lead
+/// for the index's next deadline, if nobody does), and everyone once a closed
+/// queue is empty.
 fn taken<T>(s: &Shared<T>, n: usize) {
     let left = s.counter.release(n);
-    // SeqCst: one fence serves the notifier checks below (`waiters.rs`, `Bell`).
+    // SeqCst: one fence serves the notifier checks below (`waiters.rs`), and
+    // is the leaving leader's half of the lead hand-off (`lead.rs`: its
+    // give-up came before the take).
     fence(Ordering::SeqCst);
     if s.counter.capacity().is_some() {
         s.signals.producers.notify_after_fence(n);
     }
-    if s.signals.dequeue.is_sleeping() && s.egress.has_room_for_batch() {
-        s.signals.dequeue.ring_after_fence();
-    }
-    // Chain wake-up: the dequeue proxy wakes at most two consumers per round (a
-    // wake is a syscall on its thread); a consumer that leaves items behind wakes
-    // one more, so wake-ups spread over the consumers' threads. (If what is left
-    // is not due yet, the one woken leads for it: `lead.rs`.)
-    // Only for a front entry that needs a taker: a due one, or a staged one
-    // that nobody leads for (waking a consumer for a staged entry with a
-    // leader only made it park again: two thirds of the consumers' wake-ups
-    // at 100 K items/s, docs/bench/README.md, seventh round).
-    let chained = s.signals.consumers.has_waiters() && s.egress.front_needs_taker(s.lead.current());
-    if chained {
+    // Chain wake-up: a round wakes at most two consumers (a wake is a
+    // syscall on the performer's thread); a consumer that leaves items behind
+    // wakes one more, so wake-ups spread over the consumers' threads. With
+    // the ring empty, one wakes to lead for the index's next deadline if
+    // nobody leads (Java `DelayQueue.take`'s `finally`).
+    if s.signals.consumers.has_waiters()
+        && (s.egress.len() > 0
+            // SeqCst: after the fence, with the lead's other accesses.
+            || (s.lead.current().is_none() && s.index_head.load(Ordering::SeqCst) != NEVER))
+    {
         s.signals.consumers.notify_after_fence(1);
     }
     if left == 0 && s.counter.is_closed() {
         s.signals.consumers.notify_all();
     }
-    // After the fence above: the taker's half of the duty's hand-over (on a
-    // queue that never hands rounds over, the duty stays `NONE`: one load).
-    if s.duty.claim_after_take(|| s.now_ticks(), s.stage_ahead, || s.egress.has_live_entry()) {
-        crate::dequeue::perform_duty(s, chained);
-    }
 }
 
 /// A consumer found nothing due (it is about to park, or the queue is
-/// exhausted): the queue may have gone quiet, and no proxy round would bring
-/// the metrics up to date (the staged count is what is left in the ring:
-/// nothing there is due).
+/// exhausted): the queue may have gone quiet, and no round would bring the
+/// metrics up to date.
 pub(crate) fn idle<T>(s: &Shared<T>) {
     if s.metrics.recording() {
-        s.sample_metrics(s.egress.len());
+        s.sample_metrics();
     }
-}
-
-/// A take passed over recalled entries, freeing their slots: the dequeue proxy
-/// may be waiting for that room.
-fn made_room<T>(s: &Shared<T>) {
-    s.egress.made_room(&s.signals.dequeue);
 }
 
 /// The receiving half of a delay queue. `Clone + Send + Sync`.
 ///
-/// Receiving never touches the timer index: items wait in a lock-free egress ring,
-/// filled in deadline order by the dequeue proxy up to 100 µs before they are due
-/// ([`Builder::stage_ahead`](crate::Builder::stage_ahead)); a receiver takes only
-/// what is due, and one with nothing due parks — until the proxy hands it an
-/// item, or, if the oldest item there is not due yet, until that item's deadline.
+/// Due items wait in a lock-free egress ring, in deadline order; a receiver
+/// takes from it with one CAS. When the ring is empty and an item in the
+/// timer index is due, the receiver performs the dequeue role: it moves every
+/// due item into the ring (under the role's token, so the index still sees
+/// two contenders) and takes one. When nothing is due, one waiting receiver
+/// leads: it sleeps until the index's next deadline and then moves what is
+/// due itself; the others sleep until woken. So an item due while a receiver
+/// waits costs one wake-up, that receiver's own timer, as in Java's
+/// `DelayQueue`.
 ///
 /// When the last `Receiver` is dropped, sends fail with the item handed back,
-/// pending items are dropped, and the proxy threads exit.
+/// and the pending items are dropped before its `drop` returns (on that
+/// thread; a panic in an item's `Drop` is contained); then the proxy threads
+/// exit.
 ///
 /// Its methods need nothing of `T` (generic code written against crossbeam's
 /// `Receiver<T>` compiles against this one); building a queue needs
@@ -142,52 +175,59 @@ impl<T> Receiver<T> {
         Receiver { chan }
     }
 
-    /// One attempt: a due item, "exhausted", or nothing yet; `not_yet` hears
-    /// the deadline of an oldest entry that is not due.
-    pub(crate) fn attempt(&self, not_yet: impl FnOnce(u64)) -> Option<Result<Raw<T>, RecvError>> {
+    /// One attempt of a waiting receiver: a due item, "exhausted", or
+    /// nothing yet (`None`); `not_yet` hears the deadline the caller would
+    /// wait for when nothing is due (only when `registered`: see `step`).
+    pub(crate) fn attempt(
+        &self,
+        registered: bool,
+        not_yet: impl FnOnce(u64),
+    ) -> Option<Result<Raw<T>, RecvError>> {
         let s = &self.chan.shared;
-        match look(s) {
-            Look::Item(entry) => return Some(Ok(entry)),
-            Look::NotYet(at) => not_yet(at),
-            Look::Empty => {}
+        match step(s, s.helping, registered) {
+            Step::Item(entry) => return Some(Ok(entry)),
+            Step::NotYet(at) if registered => not_yet(at),
+            Step::NotYet(_) | Step::Busy | Step::Empty => {}
         }
         idle(s);
         s.counter.is_exhausted().then_some(Err(RecvError))
     }
 
     /// Blocks until an item is due (or the queue is exhausted), or until
-    /// `deadline`: `None`. A consumer that finds the oldest entry not due yet
-    /// leads for it (`lead.rs`) and parks until its deadline, or parks untimed
-    /// if another consumer leads for one no later.
+    /// `deadline`: `None`. A consumer that finds nothing due leads for the
+    /// index's next deadline (`lead.rs`) and parks until then, to run the
+    /// round itself; or parks untimed if another leads for one no later.
+    /// Without helping it asks the dequeue proxy to lead instead.
     fn wait(&self, deadline: Option<Instant>) -> Option<Result<Raw<T>, RecvError>> {
         let s = &self.chan.shared;
+        // The lead's value while this consumer leads; whether the last
+        // attempt gave the lead up.
         let led = Cell::new(None::<u64>);
-        let got = block_on_until(&s.signals.consumers, &s.clock, deadline, || {
-            if let Some(at) = led.take() {
-                // Give the lead up before the take, whose chain wake-up then
-                // reaches the next consumer (`lead.rs`).
-                s.lead.give_up(at);
-            }
-            match look(s) {
-                Look::Item(entry) => Ok(Ok(entry)),
-                Look::NotYet(at) if s.lead.take(at) => {
-                    led.set(Some(at));
-                    Err(Some(s.ticks.instant(at)))
+        let gave_up = Cell::new(false);
+        let got = block_on_until(&s.signals.consumers, &s.clock, deadline, |registered| {
+            // Give the lead up before looking: our take's chain wake-up (or
+            // our leaving) then reaches the next leader (`lead.rs`).
+            gave_up.set(led.take().is_some_and(|v| s.lead.give_up(v)));
+            let mut park_until = None;
+            let got = self.attempt(registered, |at| {
+                if !s.helping {
+                    ask_proxy(s, at);
+                } else if let Some(v) = s.lead.take(at, false) {
+                    led.set(Some(v));
+                    park_until = Some(s.ticks.instant(at));
                 }
-                Look::NotYet(_) | Look::Empty => {
-                    idle(s);
-                    if s.counter.is_exhausted() {
-                        Ok(Err(RecvError))
-                    } else {
-                        Err(None)
-                    }
-                }
-            }
+            });
+            got.ok_or(park_until)
         });
-        if let Some(at) = led.get() {
-            // Leaving without the item (a timeout): someone else must lead.
-            if s.lead.give_up(at) {
-                s.signals.consumers.notify(1);
+        if got.is_none() {
+            // Leaving without an item (a timeout) after leading: someone else
+            // must lead (after the give-up's fence: the hand-off's pair).
+            // (A mock clock's step wakes every waiter, which a loom model
+            // cannot get past; `tests/deadlines.rs`,
+            // `a_leader_that_times_out_hands_the_lead_on`, fails without this.)
+            let still = led.get().is_some_and(|v| s.lead.give_up(v));
+            if still || gave_up.get() {
+                s.signals.consumers.notify_after_fence(1);
             }
         }
         got
@@ -197,17 +237,22 @@ impl<T> Receiver<T> {
         self.wait(None).unwrap_or(Err(RecvError))
     }
 
-    /// One look; if nothing is due, one catch-up (`dequeue::catch_up`: a due
-    /// item sent before this call may still be upstream of the ring) and
-    /// one more look.
+    /// A look; then, while items are pending and the ring is empty, a
+    /// catch-up (`dequeue::catch_up`) that moves what is due or proves that
+    /// nothing is, and another look.
     fn try_recv_raw(&self) -> Result<Raw<T>, TryRecvError> {
-        let mut caught_up = false;
+        let s = &self.chan.shared;
         loop {
-            match self.attempt(|_| {}) {
-                Some(Ok(t)) => return Ok(t),
-                Some(Err(_)) => return Err(TryRecvError::Disconnected),
-                None if !caught_up && crate::dequeue::catch_up(&self.chan.shared) => caught_up = true,
-                None => return Err(TryRecvError::Empty),
+            if let Some(e) = look(s) {
+                return Ok(e);
+            }
+            if s.counter.is_exhausted() {
+                return Err(TryRecvError::Disconnected);
+            }
+            // Nothing pending at all: a true "nothing is due" at this read.
+            if s.len() == 0 || crate::dequeue::catch_up(s) {
+                idle(s);
+                return Err(TryRecvError::Empty);
             }
         }
     }
@@ -279,15 +324,17 @@ impl<T> Receiver<T> {
     /// Returns a due item if there is one now, without waiting for one to
     /// fall due.
     ///
-    /// An item that is due and was sent before the call (on this thread, or
-    /// on one whose send is ordered before it) is found, even if the proxies
-    /// have not yet moved it to the consumers' ring: when the ring holds
-    /// nothing due while items are pending, `try_recv` first catches up — a
-    /// round trip through the enqueue role if commands may be in flight, then
-    /// it moves the index's due items itself (the dequeue role, once a proxy
-    /// mid-round hands it back). That can take microseconds, never until an
-    /// item falls due. So `try_iter` drains every due item, not only a ring's
-    /// worth.
+    /// `Empty` is a linearizable answer, as crossbeam-channel's `try_recv`
+    /// is: it is returned only if, at some instant during the call, no item
+    /// that was due had been sent and not yet received or cancelled. When
+    /// the consumers' ring is empty while items are pending, `try_recv`
+    /// catches up: it applies the commands still on their way to the index
+    /// and moves what is due, waiting for a role's holder if one is at work
+    /// (a bounded piece of work; never for a parked thread, never until an
+    /// item falls due). So a poll after a send of a due item finds it, and
+    /// `try_iter` drains every due item, not only a ring's worth. (Called
+    /// from an item's `Drop` that the queue itself runs, it cannot wait for
+    /// the roles and answers from the ring alone.)
     ///
     /// # Errors
     ///
@@ -362,9 +409,9 @@ impl<T> Receiver<T> {
 
     /// Blocks until at least one item is due, then appends to `buf` the due
     /// items already waiting for consumers, up to `limit` in all. Returns how
-    /// many it appended. With `limit == 0` it returns `Ok(0)` at once. (The
-    /// dequeue proxy hands over due items one by one: one that it is moving at
-    /// this very moment may come with the next call instead.)
+    /// many it appended. With `limit == 0` it returns `Ok(0)` at once. (An
+    /// item that another thread's round is moving at this very moment may
+    /// come with the next call instead.)
     ///
     /// # Errors
     ///
@@ -549,8 +596,8 @@ impl<T> Receiver<T> {
     }
 
     /// The earliest deadline of an item not yet received (due or not), or `None`
-    /// if nothing is pending. Asks the enqueue proxy, so every send that returned
-    /// before the call is counted.
+    /// if nothing is pending. A command through the enqueue role, so every
+    /// send that returned before the call is counted.
     ///
     /// # Examples
     ///
@@ -650,12 +697,29 @@ impl<T> Clone for Receiver<T> {
 }
 
 impl<T> Drop for Receiver<T> {
+    /// The last receiver disconnects the queue and drops every pending item
+    /// before it returns (unless it is dropped by an item's `Drop` that the
+    /// queue runs: the enqueue proxy drops them then, as it winds down).
     fn drop(&mut self) {
-        if self.chan.shared.counter.remove_receiver() {
-            self.chan.shared.disconnect();
+        let s = &self.chan.shared;
+        if s.counter.remove_receiver() {
+            // No new sends, then everything pending dropped here, then the
+            // proxies told (their wind-down finds nothing left).
+            s.close();
+            s.ingress.close();
+            enqueue::drop_pending(s);
+            s.disconnect();
         }
     }
 }
+
+// The queue's state stays consistent across a panic that a caller catches:
+// panics in user code (an item's `Drop`, a waker) are contained on the
+// library's own paths, and a role's holder releases it while unwinding
+// (`role::Held`). So, as crossbeam-channel's handles are, the handles are
+// unwind safe whatever `T` is.
+impl<T> UnwindSafe for Receiver<T> {}
+impl<T> RefUnwindSafe for Receiver<T> {}
 
 impl<T> fmt::Debug for Receiver<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -2,13 +2,16 @@
 //! due item without blocking a thread, on any executor.
 //!
 //! A waiting future registers its task's `Waker` in the same waiter list the
-//! blocking receivers use (`waiters.rs`); the dequeue proxy, which owns the
-//! clock, wakes it when an item falls due — no runtime timer is involved, so the
-//! futures work under tokio, async-std, smol or `futures::executor` alike. One
-//! difference in precision: a blocking receiver that finds a staged item (moved
-//! to the consumers' ring ahead of its deadline, `Builder::stage_ahead`) parks
-//! until that deadline itself; a task cannot, so the dequeue proxy wakes at the
-//! deadline and then wakes the task — two wake-ups in series instead of one.
+//! blocking receivers use (`waiters.rs`), and is woken as they are when an
+//! item falls due — no runtime timer is involved, so the futures work under
+//! tokio, async-std, smol or `futures::executor` alike. A polled task
+//! performs the dequeue round itself when the index holds a due item, as a
+//! blocking receiver does. One difference in precision: when nothing is due
+//! a blocking receiver may lead — sleep until the next deadline and move the
+//! item itself — while a task cannot sleep with a timeout, so it asks the
+//! dequeue proxy to lead for it (`lead.rs`): at the deadline the proxy's
+//! timer fires, it moves the item and wakes the task, two wake-ups in
+//! series instead of one (unless a blocking receiver leads).
 //!
 //! # Cancellation safety
 //!
@@ -138,17 +141,15 @@ impl<T> Receiver<T> {
         IntoStream { rx: self, slot: Slot::default() }
     }
 
-    /// One poll of a wait for a due item (or exhaustion).
+    /// One poll of a wait for a due item (or exhaustion). A task performs
+    /// the dequeue round as a blocking receiver does when an item is due, but
+    /// it cannot sleep until a deadline: when nothing is due it asks the
+    /// dequeue proxy to lead for the next one (`lead.rs`), unless someone
+    /// leads for it already.
     fn poll_raw(&self, slot: &mut Slot, cx: &mut Context<'_>) -> Poll<Result<Raw<T>, RecvError>> {
         let s = self.shared();
-        slot.poll(&s.signals.consumers, cx, || {
-            self.attempt(|at| {
-                // A task cannot park with a timeout: with no thread leading for
-                // the oldest entry, the dequeue proxy wakes for it (`lead.rs`).
-                if s.lead.current().map_or(true, |l| l > at) {
-                    s.signals.dequeue.force();
-                }
-            })
+        slot.poll(&s.signals.consumers, cx, |registered| {
+            self.attempt(registered, |at| crate::dequeue::ask_proxy(s, at))
         })
     }
 }

@@ -2,52 +2,67 @@
 //! (drain the ingress into the index) or the dequeue proxy's (move due items
 //! from the index to the egress).
 //!
-//! Each proxy thread is the role's default performer; a client thread that
-//! would otherwise wait for the proxy may take the role with a try-acquire that
-//! never waits, do one bounded piece of the work and hand it back (flat
-//! combining with a dedicated combiner: Hendler, Incze, Shavit and Tzafrir,
-//! SPAA 2010; the "helping" of delegation designs such as ffwd, Roghanchi,
-//! Eriksson and Basu, SOSP 2017). Whoever holds a role is its only performer,
-//! so the index still sees two contenders, the enqueue role and the dequeue
-//! role, whoever performs them.
+//! Whoever is present performs a role: a producer its batch of inserts, the
+//! consumer awake at a deadline the dequeue round; the proxy threads perform
+//! only what nobody is there for (flat combining: Hendler, Incze, Shavit and
+//! Tzafrir, SPAA 2010; tokio's worker that takes the time driver by
+//! `try_lock` is the same idea). Everyone, the proxy threads included, takes
+//! a role with a try-acquire that never waits, and whoever holds one is its
+//! only performer, so the index sees two contenders at most, the enqueue
+//! role's holder and the dequeue role's.
 //!
 //! States (one atomic, every change an RMW, so they are totally ordered):
-//! - `FREE`: nobody performs the role.
-//! - `HELD`: somebody does.
-//! - `WANTED`: a client does, and the proxy waits for the role (parked).
+//! `FREE`; `HELD`; and, while held, the bits of who waits for the release:
+//! [`WANTED_BY_CONSUMER`] (a consumer found the dequeue role held while an
+//! item was due: the release wakes one waiting consumer) and
+//! [`WANTED_BY_PROXY`] (the dequeue proxy did: the release unparks it).
 //!
-//! **Invariant:** the proxy parks in [`Role::acquire`] only after it has
-//! moved the state from `HELD` to `WANTED`, and the holder's release swaps the
-//! state to `FREE`: a release that reads `WANTED` unparks the proxy, and the
-//! parker keeps an unpark that comes before the park as a token. So a proxy
-//! that waits for its role never sleeps through its release (loom:
-//! `loom-tests/models/role.rs`, with a planted bug that drops the unpark).
-//! And a proxy that parked while it waited leaves its parker a token, so an
-//! unpark meant for its other waits (work, a clock step, shutdown) that the
-//! wait consumed is not lost (same file, with a planted bug that leaves none).
+//! **Invariant:** a waiter parks only after its bit is set in a state whose
+//! release reads it: [`Role::want`] sets the bit with a CAS from a held
+//! state, and the release is a swap to `FREE` that wakes whoever's bit it
+//! read. The waiter registers (consumers: in the consumers' waiter list)
+//! *before* its CAS, so the release's wake finds it (loom:
+//! `loom-tests/models/role.rs`, with a planted bug that drops the wake).
 
-use crate::sync::{fence, AtomicUsize, Ordering, Parker, Unparker};
+use crate::sync::{fence, AtomicUsize, Ordering, Unparker};
+use crate::waiters::Waiters;
 use crate::wakeup::Bell;
 use crossbeam_utils::CachePadded;
 
 const FREE: usize = 0;
 const HELD: usize = 1;
-const WANTED: usize = 2;
+/// A consumer waits for the release (it found the role held while an item
+/// was due); the release wakes one waiting consumer.
+pub(crate) const WANTED_BY_CONSUMER: usize = 2;
+/// The dequeue proxy waits for the release; the release unparks it.
+pub(crate) const WANTED_BY_PROXY: usize = 4;
 
 /// One proxy's role (module docs).
 #[derive(Debug)]
 pub(crate) struct Role {
     state: CachePadded<AtomicUsize>,
-    /// Unparks the proxy that waits for the role.
+    /// Unparks the proxy, when it waits for the release.
     proxy: Unparker,
 }
 
 /// A held role; dropping it releases the role (also when the holder's work
-/// panics, so that a panic never leaves the role held by nobody).
+/// panics, so that a panic never leaves the role held by nobody) and wakes
+/// whoever asked to be woken by the release.
 #[must_use = "the role is released when this is dropped"]
 #[derive(Debug)]
 pub(crate) struct Held<'a> {
     role: &'a Role,
+    /// Where a consumer that wants the role waits (the dequeue role's).
+    consumers: Option<&'a Waiters>,
+}
+
+/// What [`Role::want`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Want {
+    /// The role is free: try to take it.
+    Free,
+    /// Someone holds it and will wake the caller when it releases it.
+    Marked,
 }
 
 impl Role {
@@ -55,11 +70,21 @@ impl Role {
         Role { state: CachePadded::new(AtomicUsize::new(FREE)), proxy }
     }
 
-    /// A client's try-acquire: the role if nobody performs it, never a wait.
+    /// A try-acquire: the role if nobody performs it, never a wait.
     pub(crate) fn try_acquire(&self) -> Option<Held<'_>> {
+        self.acquire(None)
+    }
+
+    /// As [`try_acquire`](Role::try_acquire), for the dequeue role: the
+    /// release wakes one of `consumers` if a consumer wants the role.
+    pub(crate) fn try_acquire_for<'a>(&'a self, consumers: &'a Waiters) -> Option<Held<'a>> {
+        self.acquire(Some(consumers))
+    }
+
+    fn acquire<'a>(&'a self, consumers: Option<&'a Waiters>) -> Option<Held<'a>> {
         // Relaxed: a look first, so that a busy role costs a load, not a CAS
         // on its cache line. A held role read here after the caller's SeqCst
-        // fence is what `help_or_ring` relies on (its second pair).
+        // fence is what `enqueue::hand_over` relies on (its second pair).
         if self.state.load(Ordering::Relaxed) != FREE {
             return None;
         }
@@ -69,57 +94,33 @@ impl Role {
         self.state
             .compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
             .ok()
-            .map(|_| Held::new(self))
+            .map(|_| Held::new(self, consumers))
     }
 
-    /// The proxy's acquire: takes the role, parking on `parker` (the proxy's
-    /// own) while a client performs it. The parker is also unparked for other
-    /// reasons (work arrived, a clock step, shutdown), and a park here may
-    /// consume such an unpark: so a proxy that parked here leaves a token
-    /// behind, and its next park returns at once, to re-check everything.
-    /// (Without it, a shutdown that came while the proxy waited here was
-    /// slept through: `tests/mock_clock.rs`,
-    /// `queues_come_and_go_while_another_thread_steps_the_clock`.)
-    pub(crate) fn acquire<'a>(&'a self, parker: &Parker) -> Held<'a> {
-        let mut parked = false;
+    /// Asks to be woken by the holder's release (`by`: one of the `WANTED_*`
+    /// bits). The caller has registered where that wake reaches it first.
+    /// [`Want::Free`] if the role is free now (the caller tries to take it
+    /// instead).
+    pub(crate) fn want(&self, by: usize) -> Want {
+        // Relaxed: the RMW's place in the state's total order is what
+        // matters: the release reads the bit iff it comes after this.
+        let mut cur = self.state.load(Ordering::Relaxed);
         loop {
-            // Acquire on success: as in `try_acquire`.
-            match self.state.compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => {
-                    // Planted bug for the loom suite: the token is not left.
-                    #[cfg(not(delayq_bug_role_eats_unpark))]
-                    if parked {
-                        self.proxy.unpark();
-                    }
-                    #[cfg(delayq_bug_role_eats_unpark)]
-                    let _ = parked;
-                    return Held::new(self);
-                }
-                Err(HELD) => {
-                    // Relaxed: the RMW's place in the state's total order is
-                    // what matters; the holder's release reads `WANTED` iff it
-                    // comes after this.
-                    if self
-                        .state
-                        .compare_exchange(HELD, WANTED, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_err()
-                    {
-                        continue; // released meanwhile: try again
-                    }
-                    parker.park(None);
-                    parked = true;
-                }
-                // Still wanted (a spurious or foreign unpark): wait on.
-                Err(_) => {
-                    parker.park(None);
-                    parked = true;
-                }
+            if cur == FREE {
+                return Want::Free;
+            }
+            if cur & by != 0 {
+                return Want::Marked;
+            }
+            match self.state.compare_exchange_weak(cur, cur | by, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Want::Marked,
+                Err(now) => cur = now,
             }
         }
     }
 
     /// Whether somebody performs the role now, read so that a release it
-    /// sees happens before what the caller reads next (`dequeue::catch_up`).
+    /// sees happens before what the caller reads next.
     pub(crate) fn is_held_now(&self) -> bool {
         // SeqCst (an acquire): pairs with the holder's `Release` swap.
         self.state.load(Ordering::SeqCst) != FREE
@@ -133,11 +134,11 @@ impl Role {
 }
 
 impl<'a> Held<'a> {
-    fn new(role: &'a Role) -> Held<'a> {
+    fn new(role: &'a Role, consumers: Option<&'a Waiters>) -> Held<'a> {
         #[cfg(not(delayq_loom))]
-        // `try_with`: a send from another thread-local's destructor may help.
+        // `try_with`: a send from another thread-local's destructor may perform.
         let _ = HOLDING.try_with(|n| n.set(n.get() + 1));
-        Held { role }
+        Held { role, consumers }
     }
 }
 
@@ -148,8 +149,8 @@ thread_local! {
 }
 
 /// Whether the current thread holds a role of any queue: then it must not
-/// wait for one (`dequeue::catch_up`, reached from a `try_recv` inside an
-/// item's `Drop` that a role's holder runs, would wait for itself).
+/// wait for one (a `try_recv` inside an item's `Drop` that a role's holder
+/// runs would wait for itself).
 pub(crate) fn holding_any() -> bool {
     #[cfg(not(delayq_loom))]
     return HOLDING.try_with(|n| n.get() > 0).unwrap_or(true);
@@ -162,78 +163,71 @@ impl Drop for Held<'_> {
         #[cfg(not(delayq_loom))]
         let _ = HOLDING.try_with(|n| n.set(n.get().saturating_sub(1)));
         // Release: our work on what the role protects happens before the next
-        // holder's. A swap: it reads the state the proxy may have written.
+        // holder's. A swap: it reads the bits the waiters set.
         let was = self.role.state.swap(FREE, Ordering::Release);
         debug_assert_ne!(was, FREE, "a role released twice");
-        #[cfg(not(delayq_bug_role_no_unpark))]
-        if was == WANTED {
+        // Planted bug for the loom suite: the release forgets the consumer
+        // that waits for it.
+        #[cfg(delayq_bug_role_no_wake)]
+        let was = was & !WANTED_BY_CONSUMER;
+        if was & WANTED_BY_CONSUMER != 0 {
+            if let Some(w) = self.consumers {
+                w.notify(1);
+            }
+        }
+        if was & WANTED_BY_PROXY != 0 {
             self.role.proxy.unpark();
         }
-        // Planted bug for the loom suite: the proxy that waits for the role
-        // sleeps through its release.
-        #[cfg(delayq_bug_role_no_unpark)]
-        let _ = was;
     }
 }
 
-/// After a push of work for a proxy that parks on `bell` when idle: makes
-/// sure somebody performs the role for it. `helping` is asked only when the
-/// proxy is parked (it may read the clock: a push that finds the proxy awake,
-/// the streaming case, pays for nothing but the fence and one load). Without
-/// helping, rings the proxy if it is parked. With it on, a parked proxy is not woken: the pusher
-/// `perform`s one bounded piece of the role's work here if the role is free,
-/// releases it, and rings the proxy only if `work_left()` says some is left
-/// (more than `perform` does at most, or a push still being written: it may
-/// be ours); if the role is held, the pusher does nothing more: the holder's
-/// own check after its release covers the push.
+/// After a push of work for a role whose proxy parks on `bell` when idle
+/// (the enqueue role): performs the role while it is free and work is left,
+/// at most `rounds` bounded pieces (`perform` does one, and releases the role
+/// before it pays what it owes), then rings the proxy for what is left. If
+/// the role is held, returns at once: its holder looks again after its
+/// release.
 ///
-/// Why no work is left behind a parked proxy: two store-buffering pairs, each
-/// with a SeqCst fence on both sides. The pusher fences between its push and
-/// its reads of `sleeping` and of the role; the proxy fences in
-/// `Bell::prepare_sleep` between setting `sleeping` and re-checking for work,
-/// and every performer fences between releasing the role and its check for
-/// work left. So if the pusher sees the proxy awake, the proxy's re-check
-/// sees the push; and if it sees the role held, that holder's check after
-/// its release sees the push (and rings, or the proxy itself, re-checking
-/// before it parks, takes it). (loom: `models/role.rs`.)
-pub(crate) fn help_or_ring(
-    bell: &Bell,
+/// Why no push is left behind: two store-buffering pairs, each with a SeqCst
+/// fence on both sides. The pusher fences between its push and its look at
+/// the role; every performer fences between its release and its look for
+/// work left. Either the pusher sees the role free, or the holder sees the
+/// push. And a performer that leaves work behind rings after that fence,
+/// while the proxy, before it parks, sets its `sleeping` flag, fences and
+/// looks again (`wakeup.rs`). Loom: `models/role.rs`
+/// (`no_push_is_left_behind`, planted bug `delayq_bug_help_no_ring`).
+pub(crate) fn combine(
     role: &Role,
-    helping: impl FnOnce() -> bool,
-    work_left: impl FnOnce() -> bool,
-    perform: impl FnOnce(),
+    bell: &Bell,
+    rounds: usize,
+    mut perform: impl FnMut(Held<'_>),
+    work_left: impl Fn() -> bool,
 ) {
-    // SeqCst: the pusher's half of the bell's store-buffering pair: our push,
-    // then the proxy's `sleeping` flag.
+    // SeqCst: the pusher's half of the first pair: our push, then the role.
     fence(Ordering::SeqCst);
-    if !bell.is_sleeping() {
-        return; // awake: it re-checks for work before it parks
+    for _ in 0..rounds {
+        let Some(held) = role.try_acquire() else {
+            return; // its holder looks for work after its release
+        };
+        perform(held);
+        // SeqCst: the performer's half: our release, then the look for work.
+        fence(Ordering::SeqCst);
+        if !work_left() {
+            return;
+        }
     }
-    if !helping() {
-        bell.ring_after_fence();
-        return;
-    }
-    let Some(held) = role.try_acquire() else {
-        return; // its holder checks for work left after its release
-    };
-    perform();
-    drop(held);
-    // SeqCst: the performer's half of the second pair: our release, then
-    // the check for work left.
-    fence(Ordering::SeqCst);
+    // Planted bug for the loom suite: what this performer left stays behind
+    // a parked proxy.
     #[cfg(not(delayq_bug_help_no_ring))]
-    if work_left() {
-        bell.ring_after_fence();
-    }
-    // Planted bug for the loom suite: work the helper did not reach stays
-    // behind a parked proxy.
+    bell.ring_after_fence();
     #[cfg(delayq_bug_help_no_ring)]
-    let _ = work_left;
+    let _ = bell;
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(delayq_loom)))]
 mod tests {
     use super::*;
+    use crate::sync::Parker;
 
     #[test]
     fn a_client_takes_a_free_role_and_nobody_else_does() {
@@ -244,30 +238,20 @@ mod tests {
         assert!(role.try_acquire().is_none(), "held: a second client must not get it");
         drop(held);
         assert!(!role.is_held());
-        let again = role.acquire(&parker);
-        assert!(role.try_acquire().is_none(), "the proxy holds it");
-        drop(again);
         assert!(role.try_acquire().is_some());
     }
 
     #[test]
-    fn the_proxy_waits_for_a_client_and_gets_the_role_on_its_release() {
+    fn want_marks_a_held_role_and_reports_a_free_one() {
         let parker = Parker::new();
         let role = Role::new(parker.unparker());
-        std::thread::scope(|scope| {
-            let held = role.try_acquire().expect("free");
-            let r = &role;
-            scope.spawn(move || {
-                // Wait until the proxy has announced that it waits, then release.
-                while r.state.load(Ordering::SeqCst) != WANTED {
-                    std::thread::yield_now();
-                }
-                drop(held);
-            });
-            let got = role.acquire(&parker);
-            assert_eq!(role.state.load(Ordering::SeqCst), HELD);
-            drop(got);
-        });
+        assert_eq!(role.want(WANTED_BY_PROXY), Want::Free);
+        let held = role.try_acquire().unwrap();
+        assert_eq!(role.want(WANTED_BY_PROXY), Want::Marked);
+        assert_eq!(role.want(WANTED_BY_CONSUMER), Want::Marked);
+        drop(held);
+        // The release unparked the proxy: its token makes this park return.
+        parker.park(None);
         assert!(!role.is_held());
     }
 }

@@ -88,7 +88,7 @@ impl<T> Future for SendFut<'_, T> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let SendFut { tx, item, deadline, slot } = &mut *self;
         let deadline = *deadline;
-        slot.poll(&tx.shared().signals.producers, cx, || {
+        slot.poll(&tx.shared().signals.producers, cx, |_| {
             let it = item.take()?;
             match tx.send_ticks(it, deadline, Wait::Never) {
                 Ok(key) => Some(Ok(key)),

@@ -1,5 +1,6 @@
 //! The producer handle, and the send path: reserve a unit of `len`, push an
-//! `Insert` into the ingress, ring the enqueue proxy's bell.
+//! `Insert` into the ingress, perform the enqueue role if nobody does
+//! (`enqueue::hand_over`).
 
 use crate::admission::{Reason, INGRESS_DEEP, INGRESS_SAMPLE};
 use crate::chan::Chan;
@@ -35,9 +36,11 @@ pub(crate) enum SendFail<T> {
 /// Costs on the way: a read of `closed`; the reservation (one RMW on `len`, a
 /// CAS loop for a bounded queue); a SeqCst fence and a second read of `closed`
 /// (the `closed` handshake of `counter.rs`); a relaxed RMW for the key; the
-/// ingress push (one CAS on its tail, a stamp store); the enqueue bell's SeqCst
-/// fence and load (an RMW and a syscall only when the proxy sleeps); and, for a
-/// blocking send, [`pace`].
+/// ingress push (one CAS on its tail, a stamp store); a SeqCst fence and a
+/// look at the enqueue role, and, if it is free, the role itself (a CAS, the
+/// timers lock, the inserts of the commands waiting, a fence after the
+/// release; a wake-up only for a new earliest deadline that nobody leads
+/// for); and, for a blocking send, [`pace`].
 fn send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<u64, SendFail<T>> {
     let r = attempt_send(s, item, deadline, wait);
     if let Err(e) = &r {
@@ -79,7 +82,7 @@ fn attempt_send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<
     // Only a send that may block forever waits for ring room (back-pressure);
     // the others spill, so they never report a timeout or "full" for it.
     let pushed = match wait {
-        Wait::Until(None) => s.ingress.push_or_wait(cmd),
+        Wait::Until(None) => s.ingress.push_or_wait(cmd, || enqueue::help_full_ring(s)),
         _ => s.ingress.push(cmd),
     };
     if let Err(cmd) = pushed {
@@ -96,7 +99,7 @@ fn attempt_send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<
 
 /// Back-pressure for a blocking send whose item is already handed over
 /// (`admission.rs`): one send in `INGRESS_SAMPLE` reads the ingress depth and
-/// shuts the gate when commands pile up in front of the enqueue proxy; a send
+/// shuts the gate when commands pile up in front of the enqueue role; a send
 /// that finds the gate shut waits there (at most `MAX_WAIT`, and never past
 /// `until`) before it returns, so the pause slows its caller's next send and not
 /// the item just sent. Costs one load while the gate is open.
@@ -116,9 +119,13 @@ fn pace<T>(s: &Shared<T>, key: u64, until: Option<Instant>) {
 
 /// The sending half of a delay queue. `Clone + Send + Sync`.
 ///
-/// Sending never touches the timer index: it reserves a unit of the queue's length (the
-/// only step that can block, on a full bounded queue), pushes a command into the
-/// lock-free ingress ring and, if the enqueue proxy sleeps, unparks it.
+/// A send reserves a unit of the queue's length (the only step that can block,
+/// on a full bounded queue), pushes a command into the lock-free ingress ring,
+/// and then performs the enqueue role if nobody does: it applies the commands
+/// waiting in the ring (its own and other producers', a bounded batch) to the
+/// timer index under the role's token. If another producer holds the role,
+/// the send returns at once: that holder applies its command. So the index
+/// sees one producer at a time, and no send waits for a proxy thread.
 ///
 /// When the last `Sender` is dropped, receivers still get every pending item when
 /// it falls due, then [`RecvError`](crate::RecvError).
@@ -520,6 +527,11 @@ impl<T> Sender<T> {
         self.chan.shared.counter.is_closed()
     }
 }
+
+// As for `Receiver`: the queue's state stays consistent across a caught
+// panic, so the handles are unwind safe whatever `T` is.
+impl<T> std::panic::UnwindSafe for Sender<T> {}
+impl<T> std::panic::RefUnwindSafe for Sender<T> {}
 
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {

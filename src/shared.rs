@@ -1,44 +1,40 @@
 //! The state every handle and both proxies share, and the few operations that
-//! change it for everybody: releasing `len`, closing, disconnecting, and handing
-//! a command to the enqueue proxy.
+//! change it for everybody: releasing `len`, closing, disconnecting.
 //!
-//! Who owns what: producers push into the `ingress`; the enqueue proxy pops it
-//! and writes the index; the dequeue proxy moves items due within `stage_ahead`
-//! from the index into the `egress`; consumers take what is due from the
-//! `egress`, one of them leading (`lead`) while the oldest is not due yet. The
-//! index, the dequeue proxy's sleep plan and the list of staged entries live
-//! under the one `timers` lock, which only the two proxies take. The send path
-//! is in `sender.rs`, the take path in `receiver.rs`, the counters in
-//! `counter.rs`, the mock-clock round handshake in `dequeue.rs` (its counter in
-//! `rounds.rs`), the admission gate in `admission.rs`.
+//! Who owns what: producers push into the `ingress`; whoever holds the
+//! enqueue role (a producer, or the enqueue proxy for what nobody was there
+//! to apply) drains it into the index; whoever holds the dequeue role (the
+//! consumer awake at the index's next deadline, or the dequeue proxy for
+//! those who cannot wait with a timeout) moves due items from the index into
+//! the `egress`; consumers take from the `egress`, one of them leading
+//! (`lead`) for the index's next deadline. The index lives under the one
+//! `timers` lock, which only the roles' holders take. The send path is in
+//! `sender.rs` and `enqueue.rs`, the take path in `receiver.rs` and
+//! `dequeue.rs`, the counters in `counter.rs`, the admission gate in
+//! `admission.rs`.
 
 use crate::admission::Admission;
 use crate::clock::{Clock, Ticks, NEVER};
 use crate::cmd::Cmd;
 use crate::counter::Counter;
-use crate::duty::Duty;
 use crate::egress::Egress;
 use crate::index::{Index, Kind};
 use crate::ingress::Ingress;
 use crate::lead::Lead;
 use crate::metrics::{Metrics, Sample};
 use crate::role::Role;
-use crate::rounds::Rounds;
-use crate::staging::Staged;
 use crate::sync::{AtomicU64, IdCounter, Mutex, Ordering, Unparker};
+use crate::tidy::Tidy;
 use crate::waiters::Waiters;
-use crate::wakeup::{Bell, Sleep};
+use crate::wakeup::Bell;
 use crossbeam_utils::CachePadded;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// What the timers lock protects: the index, the dequeue proxy's sleep plan,
-/// and the list of entries staged ahead of their deadline.
+/// What the timers lock protects: the index, and the rule that gives its
+/// memory back after a burst (`tidy.rs`).
 pub(crate) struct Timers<T> {
     pub(crate) index: Index<T>,
-    pub(crate) sleep: Sleep,
-    pub(crate) staged: Staged,
-    /// The clock reading of the last dequeue round (whoever performed it).
-    pub(crate) last_round: u64,
+    pub(crate) tidy: Tidy,
 }
 
 /// Everything that wakes somebody.
@@ -50,7 +46,7 @@ pub(crate) struct Signals {
     pub(crate) producers: Waiters,
     /// The enqueue proxy, idle with an empty ingress.
     pub(crate) enqueue: Bell,
-    /// The dequeue proxy: its bell for egress room, and `force` for the rest.
+    /// The dequeue proxy, idle with nobody asking it to lead.
     pub(crate) dequeue: Bell,
     /// The admission gate: blocking sends wait there while the queue is behind
     /// (`admission.rs`).
@@ -64,17 +60,11 @@ pub(crate) struct Layout {
     pub(crate) ingress_slots: usize,
     pub(crate) egress_slots: usize,
     pub(crate) index: Kind,
-    /// `Builder::stage_ahead`, if set.
-    pub(crate) stage_ahead: Option<Duration>,
-    /// `Builder::helping`: clients may perform the proxies' roles.
+    /// `Builder::helping`: clients perform the proxies' roles.
     pub(crate) helping: bool,
     /// `Builder::name`: the `queue` label of its metrics.
     pub(crate) name: String,
 }
-
-/// How far ahead of their deadline the dequeue proxy stages items on a system
-/// clock, unless the builder says otherwise (`Builder::stage_ahead`).
-pub(crate) const STAGE_AHEAD: Duration = Duration::from_micros(100);
 
 pub(crate) struct Shared<T> {
     /// This queue's id, carried in every `Key`.
@@ -87,28 +77,30 @@ pub(crate) struct Shared<T> {
     pub(crate) signals: Signals,
     pub(crate) clock: Clock,
     pub(crate) ticks: Ticks,
-    /// The dequeue proxy's rounds, as a mock clock's steps wait for them.
-    pub(crate) rounds: Rounds,
-    /// Ticks ahead of its deadline at which an item is staged (0: only when due).
-    pub(crate) stage_ahead: u64,
-    /// The consumer that waits for the oldest staged entry (`lead.rs`).
+    /// On a mock clock, the time the dequeue role delivers by: the time of
+    /// the last step whose sends were all applied (`dequeue::clock_moved`).
+    pub(crate) mock_now: AtomicU64,
+    /// Who waits for the index's next deadline (`lead.rs`).
     pub(crate) lead: Lead,
     /// The proxies' roles (`role.rs`): whoever holds one performs it.
     pub(crate) roles: Roles,
-    /// `Builder::helping`: clients may take a role.
+    /// `Builder::helping`: clients take the roles.
     pub(crate) helping: bool,
-    /// A lower bound on the earliest deadline in the index (`NEVER`: empty),
-    /// written under the timers lock — lowered by every enqueue batch that
-    /// inserts, set by every dequeue round — and read without it by a
-    /// `try_recv` that found nothing due (`dequeue::catch_up`). Boxed, as
-    /// `metrics`, so that it moves no hot field.
-    pub(crate) index_head: Box<CachePadded<AtomicU64>>,
-    /// The dequeue proxy's next round, when it handed it to the consumers
-    /// (`duty.rs`); boxed, as `index_head`.
-    pub(crate) duty: Box<Duty>,
+    /// A lower bound on the earliest deadline in the index (`NEVER`: nothing
+    /// there can fall due), written under the timers lock — lowered by every
+    /// insert, set by every dequeue round — and read without it by consumers
+    /// that found the egress empty. Its own cache line: consumers read it
+    /// while the roles write it.
+    pub(crate) index_head: CachePadded<AtomicU64>,
     /// What it reports through the `metrics` facade (`metrics.rs`); boxed,
     /// so that the handles do not move the hot fields around them.
     pub(crate) metrics: Box<Metrics>,
+    /// When the memory rule wants its next look (`tidy.rs`), in nanoseconds
+    /// of real time after `born`; 0: none. The dequeue proxy parks until then
+    /// at the latest.
+    pub(crate) tidy_at: AtomicU64,
+    /// The real time the queue was built: `tidy_at`'s origin.
+    pub(crate) born: Instant,
 }
 
 /// The two proxies' roles.
@@ -126,8 +118,6 @@ impl<T> Shared<T> {
     pub(crate) fn new(layout: &Layout, clock: Clock, enqueue: Unparker, dequeue: Unparker) -> Self {
         let ticks = Ticks::new(clock.now());
         let now = ticks.now(clock.now());
-        let default_stage = if clock.is_mock() { Duration::ZERO } else { STAGE_AHEAD };
-        let stage_ahead = Ticks::after(0, layout.stage_ahead.unwrap_or(default_stage));
         Shared {
             id: next_queue_id(),
             counter: Counter::new(layout.capacity),
@@ -137,14 +127,8 @@ impl<T> Shared<T> {
             roles: Roles { enqueue: Role::new(enqueue.clone()), dequeue: Role::new(dequeue.clone()) },
             helping: layout.helping,
             metrics: Box::new(Metrics::new(&layout.name)),
-            index_head: Box::new(CachePadded::new(AtomicU64::new(NEVER))),
-            duty: Box::new(Duty::new(layout.helping && !clock.is_mock() && stage_ahead != 0)),
-            timers: Mutex::new(Timers {
-                index: Index::new(layout.index, now),
-                sleep: Sleep::Awake,
-                staged: Staged::default(),
-                last_round: 0,
-            }),
+            index_head: CachePadded::new(AtomicU64::new(NEVER)),
+            timers: Mutex::new(Timers { index: Index::new(layout.index, now), tidy: Tidy::default() }),
             signals: Signals {
                 consumers: Waiters::default(),
                 producers: Waiters::default(),
@@ -154,9 +138,10 @@ impl<T> Shared<T> {
             },
             clock,
             ticks,
-            rounds: Rounds::new(now),
-            stage_ahead,
+            mock_now: AtomicU64::new(now),
             lead: Lead::default(),
+            tidy_at: AtomicU64::new(0),
+            born: Instant::now(),
         }
     }
 
@@ -185,17 +170,54 @@ impl<T> Shared<T> {
         self.counter.len()
     }
 
-    /// Brings the metrics' gauges and the received count up to date, given
-    /// the number of entries staged in the egress ring (`metrics.rs`).
-    pub(crate) fn sample_metrics(&self, staged: usize) {
+    /// The time the dequeue role delivers by: the mock time as of the last
+    /// step whose sends are applied, or the system clock's now.
+    pub(crate) fn delivery_now(&self) -> u64 {
+        if self.clock.is_mock() {
+            // SeqCst: pairs with the `fetch_max` of `dequeue::clock_moved`.
+            self.mock_now.load(Ordering::SeqCst)
+        } else {
+            self.now_ticks()
+        }
+    }
+
+    /// After a look of the memory rule (`tidy.rs`) that wants the next one
+    /// at `at`: records it and, the first time that time is asked for, wakes
+    /// the dequeue proxy to park until then (nobody else may look).
+    pub(crate) fn tidy_later(&self, at: Option<Instant>) {
+        let want = at.map_or(0, |at| (at.saturating_duration_since(self.born).as_nanos() as u64).max(1));
+        // Relaxed: a hint for the proxy's park; the force below makes it re-read.
+        if self.tidy_at.swap(want, Ordering::Relaxed) != want && want != 0 {
+            self.signals.dequeue.force();
+        }
+    }
+
+    /// When the memory rule wants its next look, if it does.
+    pub(crate) fn tidy_instant(&self) -> Option<Instant> {
+        // Relaxed: a hint (see `tidy_later`).
+        let at = self.tidy_at.load(Ordering::Relaxed);
+        (at != 0).then(|| self.born + std::time::Duration::from_nanos(at))
+    }
+
+    /// A look of the memory rule, at real time now, under the timers lock
+    /// (`t`); none under loom (a real-time hint would make a model's paths
+    /// differ between runs).
+    pub(crate) fn tidy(&self, t: &mut Timers<T>) -> Option<Instant> {
+        if cfg!(delayq_loom) {
+            return None;
+        }
+        t.tidy.after_change(&mut t.index, Instant::now())
+    }
+
+    /// Brings the metrics' gauges and the received count up to date
+    /// (`metrics.rs`).
+    pub(crate) fn sample_metrics(&self) {
         // The head first, then what left the ring otherwise: a sample can
         // only undercount the receives (`Egress::received_so_far`).
         let received = self.egress.received_so_far();
-        let in_ring = self.egress.len();
         self.metrics.sample(&Sample {
             pending: self.len(),
-            staged,
-            due: in_ring.saturating_sub(staged),
+            due: self.egress.len(),
             ingress: self.ingress.len(),
             received,
         });
@@ -240,9 +262,6 @@ impl<T> Shared<T> {
         self.signals.admission.open_all();
         self.signals.producers.notify_all();
         self.signals.consumers.notify_all();
-        // A clock step waiting for a dequeue round must not wait for a proxy that
-        // is winding down.
-        self.rounds.disconnected();
     }
 }
 

@@ -119,23 +119,24 @@ pub(crate) struct Slot {
 
 #[cfg(feature = "async")]
 impl Slot {
-    /// One poll of a future waiting in `list` until `attempt` returns `Some`.
+    /// One poll of a future waiting in `list` until `attempt` returns `Some`
+    /// (its argument: whether the task is registered in `list` then).
     pub(crate) fn poll<R>(
         &mut self,
         list: &Waiters,
         cx: &mut Context<'_>,
-        mut attempt: impl FnMut() -> Option<R>,
+        mut attempt: impl FnMut(bool) -> Option<R>,
     ) -> Poll<R> {
         // Leave the list first: a notification we got is used by this attempt
         // (if the attempt fails, what we were woken for was taken by another).
         if let Some(t) = self.ticket.take() {
             list.unregister(t);
         }
-        if let Some(r) = attempt() {
+        if let Some(r) = attempt(false) {
             return Poll::Ready(r);
         }
         let t = list.register(cx.waker());
-        if let Some(r) = attempt() {
+        if let Some(r) = attempt(true) {
             if !list.unregister(t) {
                 // Woken meanwhile for something the re-check did not take: pass it on.
                 list.notify(1);
@@ -195,20 +196,23 @@ pub(crate) fn block_on<R>(
     deadline: Option<Instant>,
     mut attempt: impl FnMut() -> Option<R>,
 ) -> Option<R> {
-    block_on_until(waiters, clock, deadline, || attempt().ok_or(None))
+    block_on_until(waiters, clock, deadline, |_| attempt().ok_or(None))
 }
 
 /// As [`block_on`], for an `attempt` that fails with a time to try again at
-/// (`Err(Some(t))`, a consumer leading for a staged entry): the thread then
-/// parks until `t` at the latest, still registered, so a notification wakes it
-/// sooner. `Err(None)` parks until notified (or `deadline`).
+/// (`Err(Some(t))`, a consumer leading for the index's next deadline): the
+/// thread then parks until `t` at the latest, still registered, so a
+/// notification wakes it sooner. `Err(None)` parks until notified (or
+/// `deadline`). `attempt`'s argument says whether the thread is registered
+/// in `waiters` during that attempt (a consumer takes the lead, or asks a
+/// role's holder to wake it, only then).
 pub(crate) fn block_on_until<R>(
     waiters: &Waiters,
     clock: &Clock,
     deadline: Option<Instant>,
-    mut attempt: impl FnMut() -> Result<R, Option<Instant>>,
+    mut attempt: impl FnMut(bool) -> Result<R, Option<Instant>>,
 ) -> Option<R> {
-    if let Ok(r) = attempt() {
+    if let Ok(r) = attempt(false) {
         return Some(r);
     }
     let parker = Parker::new();
@@ -217,7 +221,7 @@ pub(crate) fn block_on_until<R>(
     loop {
         let ticket = waiters.register(&waker);
         // The last attempt's answer decides how long to park.
-        let again = match attempt() {
+        let again = match attempt(true) {
             Ok(r) => {
                 if !waiters.unregister(ticket) {
                     // A notifier took our entry meanwhile, for something other
@@ -241,7 +245,7 @@ pub(crate) fn block_on_until<R>(
         };
         clock.park(&parker, until);
         let notified = !waiters.unregister(ticket);
-        if let Ok(r) = attempt() {
+        if let Ok(r) = attempt(false) {
             return Some(r);
         }
         if expired(clock) {

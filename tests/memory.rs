@@ -98,3 +98,58 @@ fn swings_around_a_working_set_keep_their_buffers() {
         big[0]
     );
 }
+
+/// A drained burst goes back while a trickle goes on (issue 36, item 1): 2 M
+/// items (200 K in debug builds) due at once, drained; then 20 items a second
+/// sent and received for 2 s; the live bytes, sampled while the trickle runs,
+/// must be within 1 MiB of the pre-burst level by 1 s after the drain — on
+/// the system clock and on a mock clock that never moves (the index's memory
+/// rule runs on real time whatever clock the queue delivers by).
+#[test]
+fn a_drained_burst_goes_back_under_a_trickle_on_any_clock() {
+    let _g = TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let n: u64 = if cfg!(debug_assertions) { 200_000 } else { 2_000_000 };
+    for mock in [false, true] {
+        let clock = delayq::MockClock::new();
+        let b = delayq::Builder::new();
+        let (tx, rx) = if mock { b.clock(clock.clone()) } else { b }.build::<u64>().unwrap();
+        let now = || if mock { clock.now() } else { Instant::now() };
+        tx.send_at(0, now()).unwrap();
+        assert_eq!(rx.recv(), Ok(0));
+        let before = settles_to(live(), 0);
+        for i in 0..n {
+            tx.send_at(i, now()).unwrap();
+        }
+        let peak = live();
+        let mut buf = Vec::with_capacity(4096);
+        let mut got = 0u64;
+        while got < n {
+            buf.clear();
+            got += rx.recv_many(&mut buf, 4096).unwrap() as u64;
+        }
+        drop(buf);
+        let drained = Instant::now();
+        let mut at_1s = None;
+        let mut i = 0u64;
+        while drained.elapsed() < Duration::from_secs(2) {
+            tx.send_at(i, now()).unwrap();
+            assert_eq!(rx.recv(), Ok(i));
+            i += 1;
+            std::thread::sleep(Duration::from_millis(50));
+            if at_1s.is_none() && drained.elapsed() >= Duration::from_secs(1) {
+                at_1s = Some(live());
+            }
+        }
+        let kept = at_1s.expect("sampled") - before;
+        eprintln!(
+            "mock {mock}: {n} items: live bytes before {before}, peak +{:.1} MiB, 1 s after the drain +{:.1} KiB",
+            (peak - before) as f64 / (1 << 20) as f64,
+            kept as f64 / 1024.0
+        );
+        assert!(
+            kept <= 1 << 20,
+            "mock {mock}: kept {:.2} MiB 1 s after the drain",
+            kept as f64 / (1 << 20) as f64
+        );
+    }
+}

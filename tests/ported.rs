@@ -1490,26 +1490,22 @@ fn tokio_insert_before_the_head_after_time_passed() {
 }
 
 /// tokio-util `tests/time_delay_queue.rs`: insert_before_first_after_poll,
-/// expires_before_last_insert — with the head already handed towards the
-/// consumers ahead of its deadline (delayq's staging, `Builder::stage_ahead`;
-/// on by default on a system clock, set here on a mock clock to make it
-/// deterministic), an item inserted later with an earlier deadline, before
-/// the head falls due, must still come out first: "an item that arrives with
-/// an earlier deadline goes in front of it" (`Builder::stage_ahead`), "On a
-/// `MockClock` everything sent before a clock step is in the index before the
-/// step takes effect" and due items leave "in nondecreasing deadline order"
-/// (README, "Order").
-/// (Before the enqueue role recalled the later staged entries itself, at the
-/// insert, the step could make both due before the dequeue role's round, and
-/// "later" came out first in most repetitions.)
+/// expires_before_last_insert — after the queue has looked at its head, an
+/// item inserted later with an earlier deadline, before the head falls due,
+/// must still come out first: "On a `MockClock` everything sent before a
+/// clock step is in the index before the step takes effect" and due items
+/// leave "in nondecreasing deadline order" (README, "Order"). (When items
+/// were staged ahead of their deadline, a step could make both due before
+/// the round that recalled the later one, and "later" came out first in most
+/// repetitions; nothing is moved before its deadline now.)
 #[test]
 fn tokio_insert_before_a_staged_head_comes_out_first() {
     for rep in 0..20 {
         let clock = MockClock::new();
-        let (tx, rx) = Builder::new().clock(clock.clone()).stage_ahead(ms(10)).build::<&str>().unwrap();
+        let (tx, rx) = Builder::new().clock(clock.clone()).build::<&str>().unwrap();
         let t0 = clock.now();
         tx.send_at("later", t0 + ms(9)).unwrap();
-        clock.advance(ms(1)); // "later" is staged: due within 2 x 10 ms
+        clock.advance(ms(1)); // a round has looked at "later"
         tx.send_at("earlier", t0 + ms(8)).unwrap(); // not due: arrives 7 ms ahead
         assert_eq!(rx.peek_deadline(), Some(t0 + ms(8)));
         clock.set(t0 + ms(9));
@@ -1518,26 +1514,23 @@ fn tokio_insert_before_a_staged_head_comes_out_first() {
 }
 
 /// The same as [`tokio_insert_before_a_staged_head_comes_out_first`] on the
-/// system clock (staging widened to `stage_ahead(50 ms)`), when the dequeue
-/// proxy thread gets little CPU (`Builder::proxy_nice(19)`, four spinning
-/// threads on this 2-core machine): the earlier item, sent 10 ms before its
-/// deadline, must still come out first. (Before the enqueue role recalled the
-/// later staged entries at the insert, it came out after the later one, 15 ms
-/// late, in 4 to 9 rounds of 10. With default settings
-/// on an unloaded machine, a probe that rescheduled the later of two items in
-/// front of a staged one saw the same inversion about twice in 1000 tries, the
-/// reschedule having returned 25-30 µs before the new deadline.) Only rounds
-/// where the send returned well before the earlier deadline count.
+/// system clock, when the proxy threads get little CPU
+/// (`Builder::proxy_nice(19)`, four spinning threads on this 2-core machine):
+/// the earlier item, sent 10 ms before its deadline, must still come out
+/// first. (With staging, before the enqueue role recalled the later staged
+/// entries at the insert, it came out after the later one, 15 ms late, in 4
+/// to 9 rounds of 10.) Only rounds where the send returned well before the
+/// earlier deadline count.
 #[cfg(target_os = "linux")]
 #[test]
 fn tokio_insert_before_a_staged_head_with_a_busy_machine() {
     use std::sync::atomic::AtomicBool;
     let mut inverted = Vec::new();
     for round in 0..10 {
-        let (tx, rx) = Builder::new().stage_ahead(ms(50)).proxy_nice(19).build::<&str>().unwrap();
+        let (tx, rx) = Builder::new().proxy_nice(19).build::<&str>().unwrap();
         let t0 = Instant::now();
         tx.send_at("later", t0 + ms(30)).unwrap();
-        thread::sleep(ms(5)); // "later" is staged
+        thread::sleep(ms(5));
         let stop = Arc::new(AtomicBool::new(false));
         let spinners: Vec<_> = (0..4)
             .map(|_| {

@@ -38,12 +38,13 @@ struct Input {
     keep_receiver: bool,
     /// 2 + `threads % 3` threads.
     threads: u8,
-    /// Stage items 5 ms ahead of their deadline (`Builder::stage_ahead`; a mock
-    /// clock's default is no staging): receives, cancels and reschedules then
-    /// race items in the consumers' ring that are not due yet.
-    stage: bool,
+    /// Two-slot rings (the builder's hidden `ingress_slots` / `egress_slots`):
+    /// producers spill, and rounds leave due items behind a full egress ring
+    /// for the next receive to move.
+    small_rings: bool,
     /// `Builder::helping(false)`: the proxies alone perform their roles
-    /// (otherwise clients that find a proxy parked or late perform them).
+    /// (otherwise the clients perform them, and the proxies only what nobody
+    /// is there for).
     no_help: bool,
     ops: Vec<Vec<TOp>>,
 }
@@ -254,8 +255,8 @@ fuzz_target!(|input: Input| {
         b = b.capacity(c);
     }
     b = b.helping(!input.no_help);
-    if input.stage {
-        b = b.stage_ahead(ms(5));
+    if input.small_rings {
+        b = b.ingress_slots(2).egress_slots(2);
     }
     let (tx, rx) = b.build::<Item>().expect("build");
     let tracker = Tracker::new();

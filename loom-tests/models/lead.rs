@@ -1,50 +1,99 @@
-//! Model 2e: the lead hand-off (`src/lead.rs`) alone: the dequeue role's push
-//! of a staged entry racing the leading consumer's give-up.
+//! Model 2e: the lead's hand-offs (`src/lead.rs`) on the real `Lead` and
+//! waiter list: whoever waits for the index's next deadline must never miss
+//! an earlier one, and must never leave the followers asleep.
 //!
-//! The pair is a store-buffering one: the pusher pushes, fences and reads
-//! `lead` (`Lead::after_push`); the leader gives up (`Lead::give_up`: a CAS to
-//! 0, then a fence) and looks at the ring. Either the pusher sees nobody
-//! leading (and then wakes a consumer or plans its own wake-up for the entry),
-//! or the old leader's look finds the entry. The outcome in which the pusher
-//! still sees the leader *and* the leader finds the ring empty strands the
-//! entry with nobody to look at it by its deadline. The planted bug
-//! `--cfg delayq_bug_lead_no_fence` (the give-up without its fence) makes
-//! loom find that outcome: `.ci/loom.sh` checks it. (Before this model, the
-//! fence could be deleted with every model passing: the whole-queue models of
-//! staging have no consumer leading while the proxy pushes.)
+//! - **A new earliest deadline** against a consumer that registers and leads
+//!   for the old one: the inserter lowers `index_head`, fences and reads the
+//!   lead (`Lead::after_insert`), then wakes a consumer if the lead is later
+//!   (or nobody leads); the consumer registers, fences (in `register`), reads
+//!   `index_head` and takes the lead. Planted bug
+//!   `delayq_bug_new_head_no_fence` (`after_insert` without its fence): loom
+//!   finds the consumer asleep, leading for the old deadline, with the new one
+//!   due.
+//! - **The leader leaves** against a follower that registers: the leader
+//!   gives up (`Lead::give_up`: CAS to 0, fence), then looks for waiters and
+//!   wakes one (`receiver::taken`'s check); the follower registers, fences and
+//!   reads the lead. Planted bug `delayq_bug_lead_no_fence` (the give-up
+//!   without its fence): loom finds the follower asleep with nobody leading.
 use super::model;
-use crate::egress::{Egress, Look};
+use crate::clock::Clock;
 use crate::lead::Lead;
+use crate::sync::{AtomicU64, Ordering};
+use crate::waiters::{block_on_until, Waiters};
 use loom::thread;
 use std::sync::Arc;
 
-/// Threads: the pusher (main: pushes one staged entry due at 5, then reads
-/// the lead) and the leader, which led for an entry due at 10 and now gives
-/// the lead up and looks at the ring with a clock reading of 0.
+/// Threads: the inserter (lowers the head from 10 to 5, which is due: the
+/// model's clock reads 5) and a consumer (main) that waits until it sees a
+/// due head, leading for the head it sees otherwise (its park is untimed
+/// under loom: only a wake-up ends it). A lost wake-up is a loom deadlock.
 #[test]
-fn a_give_up_and_a_push_never_miss_each_other() {
+fn a_new_earliest_deadline_reaches_a_consumer_leading_for_a_later_one() {
     model(|| {
-        let egress = Arc::new(Egress::<u64>::new(2));
+        let head = Arc::new(AtomicU64::new(10));
         let lead = Arc::new(Lead::default());
-        assert!(lead.take(10));
-        let leader = {
-            let (egress, lead) = (egress.clone(), lead.clone());
+        let consumers = Arc::new(Waiters::default());
+        let inserter = {
+            let (head, lead, consumers) = (head.clone(), lead.clone(), consumers.clone());
             thread::spawn(move || {
-                let gave = lead.give_up(10);
-                assert!(gave, "nobody else takes the lead in this model");
-                matches!(egress.take(|| 0).look, Look::Empty)
+                // The enqueue role: the insert lowers the head (`enqueue::apply`),
+                // then, after the role's release, the signal (`enqueue::new_head`).
+                head.fetch_min(5, Ordering::SeqCst);
+                if lead.after_insert(5).is_some() {
+                    consumers.notify_after_fence(1);
+                }
             })
         };
-        // SAFETY: this thread is the ring's only pusher, and no recall runs
-        // (the model has no timers lock to hold: nobody else pushes or recalls).
-        unsafe { egress.push((5, 1, 1), true) }.expect("a free slot");
-        let seen = lead.after_push();
-        let leader_saw_nothing = leader.join().unwrap();
-        assert!(
-            !(seen == Some(10) && leader_saw_nothing),
-            "stranded: the pusher saw a leader and the leader saw no entry"
-        );
-        // Drain the staged entry so the ring drops clean.
-        assert!(matches!(egress.take(|| 5).look, Look::Item(_)));
+        let mut led = None;
+        let got = block_on_until(&consumers, &Clock::default(), None, |registered| {
+            if let Some(v) = led.take() {
+                lead.give_up(v);
+            }
+            let h = head.load(Ordering::SeqCst);
+            if h <= 5 {
+                return Ok(h);
+            }
+            if registered {
+                led = lead.take(h, false);
+            }
+            Err(None)
+        });
+        assert_eq!(got, Some(5));
+        inserter.join().unwrap();
+    });
+}
+
+/// Threads: the leader (it leads for 10; it gives the lead up, and then, as
+/// `receiver::taken` does after its take, wakes a waiting consumer if nobody
+/// leads and the index is not empty) and a follower (main) that waits until
+/// it can lead. A follower left asleep with nobody leading is a loom
+/// deadlock.
+#[test]
+fn a_leader_that_leaves_wakes_a_follower() {
+    model(|| {
+        let lead = Arc::new(Lead::default());
+        let consumers = Arc::new(Waiters::default());
+        let v = lead.take(10, false).expect("nobody leads yet");
+        let leader = {
+            let (lead, consumers) = (lead.clone(), consumers.clone());
+            thread::spawn(move || {
+                assert!(lead.give_up(v));
+                // The index still holds the item due at 10 (`index_head`).
+                if consumers.has_waiters() && lead.current().is_none() {
+                    consumers.notify_after_fence(1);
+                }
+            })
+        };
+        let got = block_on_until(&consumers, &Clock::default(), None, |registered| {
+            if !registered {
+                return Err(None);
+            }
+            match lead.take(10, false) {
+                Some(v) => Ok(v),
+                None => Err(None),
+            }
+        });
+        assert!(got.is_some(), "the follower never led");
+        leader.join().unwrap();
     });
 }

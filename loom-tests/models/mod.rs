@@ -13,8 +13,6 @@
 #![allow(unreachable_pub)]
 
 mod blocking;
-mod duty;
-mod early;
 mod egress;
 mod harness;
 mod ingress;

@@ -1,124 +1,107 @@
-//! Model 1c: the proxies' roles (`src/role.rs`): the token a client takes to
-//! perform a proxy's work, and the hand-off that keeps work from being left
-//! behind a parked proxy (`help_or_ring`).
+//! Model 1c: the roles (`src/role.rs`): the token whoever is present takes to
+//! perform a proxy's work, the combining hand-off that keeps a push from being
+//! left behind (`role::combine`), and the wake-up a consumer asks of the
+//! dequeue role's release (`Role::want`).
 //!
-//! - A proxy that waits for its role while a client performs it gets it when
-//!   the client releases it, however the release and the proxy's park
-//!   interleave (planted bug `delayq_bug_role_no_unpark`: the release forgets
-//!   the unpark, and the proxy sleeps forever).
-//! - Pushes that find the proxy parked are performed by their pusher or by
-//!   the proxy, never by nobody: two producers push, each then runs
-//!   `help_or_ring` with a helper that drains one command at most, while the
-//!   proxy runs the enqueue proxy's loop (take the role, drain, release; else
-//!   register, re-check, park). Planted bug `delayq_bug_help_no_ring`: the
-//!   helper does not ring for what its bounded drain left.
-//! - Two clients racing for the role: exactly one performs at a time.
+//! - Pushes are performed by a pusher or by the proxy, never by nobody: two
+//!   producers push, each then runs `combine` with a performer that drains
+//!   one command at most and one round, while the proxy runs the enqueue
+//!   proxy's loop (try the role, drain, release; else register, re-check,
+//!   park). Planted bug `delayq_bug_help_no_ring`: the performer does not ring
+//!   for what its bounded drain left.
+//! - A consumer that finds the dequeue role held while an item is due, and
+//!   asks to be woken, is woken by the release. Planted bug
+//!   `delayq_bug_role_no_wake`: the release forgets it.
+//! - Clients racing for the role: exactly one performs at a time.
 
 use super::model;
+use crate::clock::Clock;
 use crate::ingress::Ingress;
-use crate::role::{help_or_ring, Role};
+use crate::role::{combine, Role, Want, WANTED_BY_CONSUMER};
 use crate::sync::Parker;
+use crate::waiters::{block_on, Waiters};
 use crate::wakeup::Bell;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Mutex;
 use loom::thread;
 use std::sync::Arc;
 
-/// Threads: a client that takes the role if it is free and releases it, and
-/// the proxy (main), which acquires it (parking while the client holds it).
-/// Loom reports a deadlock if the proxy can sleep through the release.
-#[test]
-fn a_released_role_reaches_the_waiting_proxy() {
-    model(|| {
-        let parker = Parker::new();
-        let role = Arc::new(Role::new(parker.unparker()));
-        let r = role.clone();
-        let client = thread::spawn(move || {
-            if let Some(held) = r.try_acquire() {
-                // The client's bounded work would be here.
-                drop(held);
-            }
-        });
-        let got = role.acquire(&parker);
-        drop(got);
-        client.join().unwrap();
-        assert!(!role.is_held());
-    });
-}
-
-/// Threads: a client that takes the role and releases it, a thread that
-/// shuts the "queue" down (a flag, then an unpark of the proxy, as
-/// `Shared::disconnect` does), and the proxy (main) running its loop: check
-/// for shutdown, take the role, do a round, park. An unpark that the wait
-/// for the role consumed must not leave the proxy asleep after shutdown
-/// (planted bug `delayq_bug_role_eats_unpark`: loom reports a deadlock).
-#[test]
-fn an_unpark_consumed_by_the_wait_for_the_role_is_not_lost() {
-    model(|| {
-        let parker = Parker::new();
-        let unparker = parker.unparker();
-        let role = Arc::new(Role::new(parker.unparker()));
-        let stop = Arc::new(AtomicUsize::new(0));
-        let r = role.clone();
-        let client = thread::spawn(move || {
-            if let Some(held) = r.try_acquire() {
-                drop(held);
-            }
-        });
-        let s = stop.clone();
-        let stopper = thread::spawn(move || {
-            s.store(1, Ordering::SeqCst);
-            unparker.unpark();
-        });
-        loop {
-            if stop.load(Ordering::SeqCst) == 1 {
-                break;
-            }
-            let held = role.acquire(&parker);
-            drop(held);
-            parker.park(None);
-        }
-        client.join().unwrap();
-        stopper.join().unwrap();
-    });
-}
-
 /// Threads: two clients that race for the role, each performing (a counter
-/// that must never see two performers at once), and the proxy (main), which
-/// takes the role too. Nobody waits forever and performers never overlap.
+/// that must never see two performers at once), and main, which tries too.
 #[test]
 fn performers_never_overlap() {
     model(|| {
         let parker = Parker::new();
         let role = Arc::new(Role::new(parker.unparker()));
         let inside = Arc::new(AtomicUsize::new(0));
+        let perform = |role: &Role, inside: &AtomicUsize| {
+            if let Some(held) = role.try_acquire() {
+                assert_eq!(inside.fetch_add(1, Ordering::Relaxed), 0, "two performers at once");
+                inside.fetch_sub(1, Ordering::Relaxed);
+                drop(held);
+            }
+        };
         let clients: Vec<_> = (0..2)
             .map(|_| {
                 let (role, inside) = (role.clone(), inside.clone());
-                thread::spawn(move || {
-                    if let Some(held) = role.try_acquire() {
-                        assert_eq!(inside.fetch_add(1, Ordering::Relaxed), 0, "two performers at once");
-                        inside.fetch_sub(1, Ordering::Relaxed);
-                        drop(held);
-                    }
-                })
+                thread::spawn(move || perform(&role, &inside))
             })
             .collect();
-        let held = role.acquire(&parker);
-        assert_eq!(inside.fetch_add(1, Ordering::Relaxed), 0, "a client performs while the proxy does");
-        inside.fetch_sub(1, Ordering::Relaxed);
-        drop(held);
+        perform(&role, &inside);
         for c in clients {
             c.join().unwrap();
         }
+        assert!(!role.is_held());
+    });
+}
+
+/// Threads: a holder (a round in progress) that takes the dequeue role and
+/// releases it, and a consumer (main) that waits, in the consumers' waiter
+/// list, until it has performed the round itself: it tries the role, and when
+/// it is held asks the release to wake it (`Role::want`) and parks. A release
+/// that forgets the consumer leaves it parked forever: loom reports a
+/// deadlock.
+#[test]
+fn a_consumer_that_wants_the_role_is_woken_by_the_release() {
+    model(|| {
+        let parker = Parker::new();
+        let role = Arc::new(Role::new(parker.unparker()));
+        let consumers = Arc::new(Waiters::default());
+        let holder = {
+            let (role, consumers) = (role.clone(), consumers.clone());
+            thread::spawn(move || {
+                if let Some(held) = role.try_acquire_for(&consumers) {
+                    // The round would be here.
+                    thread::yield_now();
+                    drop(held);
+                }
+            })
+        };
+        let performed = block_on(&consumers, &Clock::default(), None, || {
+            if let Some(h) = role.try_acquire_for(&consumers) {
+                drop(h);
+                return Some(());
+            }
+            // Ask the release to wake us (block_on's re-check runs after its
+            // registration); a role freed meanwhile is tried again.
+            if role.want(WANTED_BY_CONSUMER) == Want::Free {
+                if let Some(h) = role.try_acquire_for(&consumers) {
+                    drop(h);
+                    return Some(());
+                }
+            }
+            None
+        });
+        assert_eq!(performed, Some(()));
+        holder.join().unwrap();
     });
 }
 
 /// Threads: two producers that each push one command into a two-slot ingress
-/// and hand it over (`help_or_ring`, helping drains one command at most), and
-/// the enqueue proxy's loop (main). Every command is drained exactly once; a
-/// command left with the proxy parked and nobody performing the role is a
-/// loom deadlock (the proxy waits for the last command forever).
+/// and hand it over (`combine`: one round that drains one command at most),
+/// and the enqueue proxy's loop (main). Every command is drained exactly
+/// once; a command left with the proxy parked and nobody performing the role
+/// is a loom deadlock (the proxy waits for the last command forever).
 #[test]
 fn no_push_is_left_behind_a_parked_proxy() {
     model(|| {
@@ -148,39 +131,44 @@ fn no_push_is_left_behind_a_parked_proxy() {
                     (bell.clone(), role.clone(), ingress.clone(), record.clone());
                 thread::spawn(move || {
                     ingress.push(i).expect("open ingress");
-                    help_or_ring(
-                        &bell,
+                    combine(
                         &role,
-                        || true,
-                        || !ingress.is_empty(),
-                        || {
+                        &bell,
+                        1,
+                        |held| {
                             let mut got = Vec::new();
                             ingress.drain_into(&mut got, 1);
+                            drop(held);
                             record(got);
                         },
+                        || !ingress.is_empty(),
                     );
                 })
             })
             .collect();
         // The enqueue proxy's loop (`enqueue::run`), draining one at a time.
         loop {
-            let held = role.acquire(&parker);
-            let mut got = Vec::new();
-            ingress.drain_into(&mut got, 1);
-            let n = got.len();
-            record(got);
-            drop(held);
+            if let Some(held) = role.try_acquire() {
+                let mut got = Vec::new();
+                ingress.drain_into(&mut got, 1);
+                let n = got.len();
+                drop(held);
+                record(got);
+                if n > 0 {
+                    continue;
+                }
+            }
             if drained.lock().unwrap().len() == TOTAL {
                 break;
             }
-            if n > 0 {
+            bell.prepare_sleep();
+            if !ingress.is_empty() && !role.is_held_now() {
+                bell.awake();
                 continue;
             }
-            bell.prepare_sleep();
-            if !ingress.is_empty() {
+            if drained.lock().unwrap().len() == TOTAL {
                 bell.awake();
-                thread::yield_now();
-                continue;
+                break;
             }
             parker.park(None);
             bell.awake();

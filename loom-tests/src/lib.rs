@@ -18,22 +18,28 @@ pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// The earlier-head scenario of the wakeup protocol (model 1), shared by
-/// `tests/loom_wakeup.rs` and `tests/loom_planted_bug.rs`.
+/// The earlier-head scenario (model 1), shared by `tests/loom_wakeup.rs` and
+/// `tests/loom_planted_bug.rs`: the new-head signal of `enqueue.rs` and the
+/// lead of `lead.rs`, on a whole queue.
 ///
-/// One item is already waiting (due in 10 ms) when an item due *now* is sent: the
-/// dequeue proxy may be anywhere in its round, in particular between reading the
-/// head (the 10 ms item) and parking. The due item must reach the consumer
-/// without any clock step (a step would wake the proxy and hide the bug); a lost
-/// wakeup leaves every thread parked, which loom reports as a deadlock.
+/// One item is already waiting (due in 10 ms) and a consumer is blocked in
+/// `recv`, leading for it (its park is untimed on a mock clock), when an item
+/// due *now* is sent: the send's insert must wake the consumer, which then
+/// moves the item itself, without any clock step (a step wakes every waiter
+/// and would hide a lost wake-up); a lost wake-up leaves every thread parked,
+/// which loom reports as a deadlock.
 pub fn earlier_head_is_delivered_without_a_clock_step() {
     use delayq::{Builder, MockClock, TryRecvError};
 
     let clock = MockClock::new();
     let (tx, rx) = Builder::new().capacity(2).clock(clock.clone()).build::<&str>().unwrap();
     tx.send_at("later", clock.now() + ms(10)).unwrap();
+    let consumer = {
+        let rx = rx.clone();
+        loom::thread::spawn(move || rx.recv())
+    };
     tx.send_at("now", clock.now()).unwrap();
-    assert_eq!(rx.recv(), Ok("now"));
+    assert_eq!(consumer.join().unwrap(), Ok("now"));
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "never early");
     clock.advance(ms(10));
     assert_eq!(rx.try_recv(), Ok("later"));
@@ -43,15 +49,22 @@ pub fn earlier_head_is_delivered_without_a_clock_step() {
 /// `tests/loom_try_recv.rs` and `tests/loom_planted_bug.rs`.
 ///
 /// Three items due at once, sent through a two-slot ingress into a two-slot
-/// egress ring, then polled with no clock step: wherever the proxies are
-/// (the enqueue proxy not yet drained, the dequeue proxy not yet moved them,
-/// or the ring full), `try_iter` gets all three, in order, and then nothing.
+/// egress ring with every role left to the proxy threads (`helping(false)`:
+/// a send only pushes and rings), then polled with no clock step: wherever
+/// the proxies are (the enqueue proxy not yet drained, the dequeue proxy not
+/// yet moved them, or the ring full), `try_iter` gets all three, in order,
+/// and then nothing.
 pub fn try_iter_gets_every_due_item_sent_before_it() {
     use delayq::{Builder, MockClock, TryRecvError};
 
     let clock = MockClock::new();
-    let (tx, rx) =
-        Builder::new().ingress_slots(2).egress_slots(2).clock(clock.clone()).build::<u32>().unwrap();
+    let (tx, rx) = Builder::new()
+        .ingress_slots(2)
+        .egress_slots(2)
+        .helping(false)
+        .clock(clock.clone())
+        .build::<u32>()
+        .unwrap();
     for i in 0..3 {
         tx.send_at(i, clock.now()).unwrap();
     }
@@ -60,14 +73,13 @@ pub fn try_iter_gets_every_due_item_sent_before_it() {
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
 }
 
-/// The `take_pending` scenario of `tests/loom_take_pending.rs`, shared with
-/// `tests/loom_planted_bug.rs`.
+/// The `take_pending` scenario of `tests/loom_take_pending.rs`.
 ///
-/// Three items due at once through a two-slot egress ring with no consumer: the
-/// dequeue proxy moves two and waits for room (it may not have got there yet when
-/// `take_pending` runs: loom tries both). `take_pending` returns all three in
-/// order. Then an item due at once must reach `recv` without a clock step.
-pub fn take_pending_wakes_a_proxy_waiting_for_room() {
+/// Three items due at once through a two-slot egress ring with no consumer:
+/// `take_pending` returns all three in order, wherever they are (the ingress,
+/// the index, the ring). Then an item due at once must reach `recv` without
+/// a clock step.
+pub fn take_pending_takes_everything_and_the_queue_goes_on() {
     use delayq::{Builder, MockClock};
 
     let clock = MockClock::new();

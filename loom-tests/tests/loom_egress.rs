@@ -1,7 +1,7 @@
-//! Model 2c: the egress side of a whole queue: the dequeue proxy pushes due items
-//! into the egress ring and wakes parked consumers (`Waiters`); consumers take
-//! items and, when the ring was full, ring the proxy's `Bell` for room (the
-//! `Sleep::Space` plan).
+//! Model 2c: the egress side of a whole queue: the dequeue role's holder
+//! pushes due items into the egress ring and wakes parked consumers
+//! (`Waiters`); consumers take them, and when a round left due items for want
+//! of room, the consumer that empties the ring runs the next round.
 //!
 //! Uses the builder's hidden `egress_slots(2)` for a two-slot egress ring (a
 //! bounded queue's ring is sized to its capacity, so it could never fill).
@@ -12,11 +12,11 @@ use loom::thread;
 use loom_tests::model;
 
 /// Threads: the two proxies and main. Three items due at once through two
-/// egress slots: the dequeue proxy fills the ring, plans `Space` and parks; each
-/// receive makes room and the consumer's `taken` must ring the proxy's bell, or
-/// the third item is stranded (loom: deadlock). Items come out in deadline order.
+/// egress slots: a round fills the ring and leaves the third in the index;
+/// the receive that finds the ring empty must move it (a stranded item: loom
+/// deadlock). Items come out in deadline order.
 #[test]
-fn full_ring_parks_the_proxy_until_a_receive_makes_room() {
+fn a_full_ring_leaves_the_rest_to_the_next_receive() {
     model(|| {
         let clock = MockClock::new();
         let (tx, rx) = small::<u32>(&clock);
@@ -31,11 +31,11 @@ fn full_ring_parks_the_proxy_until_a_receive_makes_room() {
 }
 
 /// Threads: the two proxies, a consumer thread and main (producer, then
-/// consumer). One item due at once; both consumers block in `recv` until the
-/// dequeue proxy moves it and notifies; `close` then lets both run dry. The item
-/// is received exactly once and nobody is left parked.
+/// consumer). One item due at once; whichever consumer looks first moves and
+/// takes it, the other blocks; `close` then lets both run dry. The item is
+/// received exactly once and nobody is left parked.
 #[test]
-fn proxy_to_two_blocked_consumers() {
+fn one_item_two_consumers() {
     model(|| {
         let clock = MockClock::new();
         let (tx, rx) = small::<u32>(&clock);

@@ -1,35 +1,33 @@
 //! The planted bugs stay findable. Each is compiled in by its own cfg, and the
-//! model that guards against it must then fail:
+//! whole-queue model that guards against it must then fail:
 //!
-//! - `--cfg delayq_bug_lost_wakeup`: the dequeue proxy publishes its sleep plan
-//!   in a second critical section (see `src/dequeue.rs`), reopening the "looked
-//!   at the head, then slept" window of the Go timing wheel's delay queue. The
-//!   earlier-head model of `loom_wakeup.rs` must fail.
-//! - `--cfg delayq_bug_take_pending_no_ring`: `take_pending` empties the egress
-//!   ring without ringing the dequeue proxy's bell (see `src/enqueue.rs`;
-//!   reliability defect 4). The model of `loom_take_pending.rs` must fail.
+//! - `--cfg delayq_bug_new_head_no_fence`: the inserter's read of the lead
+//!   without its fence (see `src/lead.rs`). The earlier-head model of
+//!   `loom_wakeup.rs` must fail (a consumer left leading for the old head).
 //! - `--cfg delayq_bug_async_drop_no_pass_on`: a dropped async receive leaves
 //!   the waiter list without passing on a wakeup meant for it (see
 //!   `src/waiters.rs`). The model of `loom_async.rs` must fail.
 //! - `--cfg delayq_bug_catch_up_no_sync` and `--cfg delayq_bug_catch_up_no_move`:
-//!   `try_recv`'s catch-up skips its round trip through the enqueue role, or
-//!   the move of the index's due items (see `src/dequeue.rs`). The model of
-//!   `loom_try_recv.rs` must fail (an assertion, not a deadlock).
+//!   `try_recv`'s catch-up skips applying the commands still in the ingress,
+//!   or the move of the index's due items (see `src/dequeue.rs`). The model
+//!   of `loom_try_recv.rs` must fail (an assertion, not a deadlock).
+//!
+//! (The planted bugs of the component models, `models/`, are checked by
+//! `.ci/loom.sh` on the crate's own tests.)
 //!
 //! A loom failure cannot be caught in-process (its deadlock panic unwinds through
 //! the queue's destructors, which call loom again: the process aborts), so the
 //! test re-runs itself as a child process and asserts that the child failed with
-//! loom's deadlock report. Run (as `.ci/loom.sh` does):
+//! loom's report. Run (as `.ci/loom.sh` does):
 //!
 //! ```text
-//! RUSTFLAGS="--cfg delayq_loom --cfg delayq_bug_lost_wakeup" CARGO_TARGET_DIR=target/loom-bug \
+//! RUSTFLAGS="--cfg delayq_loom --cfg delayq_bug_new_head_no_fence" CARGO_TARGET_DIR=target/loom-bug \
 //!     cargo test -p loom-tests --release --test loom_planted_bug
 //! ```
 #![cfg(all(
     delayq_loom,
     any(
-        delayq_bug_lost_wakeup,
-        delayq_bug_take_pending_no_ring,
+        delayq_bug_new_head_no_fence,
         delayq_bug_async_drop_no_pass_on,
         delayq_bug_catch_up_no_sync,
         delayq_bug_catch_up_no_move
@@ -46,22 +44,13 @@ const NAME: &str = "loom_finds_the_planted_bug";
 /// The planted bug this build carries, the model that must find it, and what
 /// the failing model's report must say.
 fn planted() -> (&'static str, fn(), &'static str) {
-    #[cfg(delayq_bug_lost_wakeup)]
+    #[cfg(delayq_bug_new_head_no_fence)]
     return (
-        "lost wakeup of an earlier head",
+        "a new head missing the consumer that leads for a later one",
         loom_tests::earlier_head_is_delivered_without_a_clock_step,
         "deadlock",
     );
-    #[cfg(all(delayq_bug_take_pending_no_ring, not(delayq_bug_lost_wakeup)))]
-    return (
-        "take_pending leaving the proxy asleep",
-        loom_tests::take_pending_wakes_a_proxy_waiting_for_room,
-        "deadlock",
-    );
-    #[cfg(all(
-        delayq_bug_async_drop_no_pass_on,
-        not(any(delayq_bug_lost_wakeup, delayq_bug_take_pending_no_ring))
-    ))]
+    #[cfg(all(delayq_bug_async_drop_no_pass_on, not(delayq_bug_new_head_no_fence)))]
     return (
         "a dropped future keeping its wakeup",
         loom_tests::dropped_future_passes_its_wakeup_on,
@@ -69,7 +58,7 @@ fn planted() -> (&'static str, fn(), &'static str) {
     );
     #[cfg(all(
         any(delayq_bug_catch_up_no_sync, delayq_bug_catch_up_no_move),
-        not(any(delayq_bug_lost_wakeup, delayq_bug_take_pending_no_ring, delayq_bug_async_drop_no_pass_on))
+        not(any(delayq_bug_new_head_no_fence, delayq_bug_async_drop_no_pass_on))
     ))]
     return (
         "try_recv not catching up",

@@ -56,7 +56,6 @@ fn counts_match_what_the_queue_did() {
     }
     assert_eq!(s.gauge("delayq_pending", &q), 0.0);
     assert_eq!(s.gauge("delayq_due", &q), 0.0);
-    assert_eq!(s.gauge("delayq_staged", &q), 0.0);
     assert_eq!(s.gauge("delayq_ingress_depth", &q), 0.0);
     // Every command went through an enqueue batch: 10 sends, 3 cancels, 2
     // reschedules, and the mock clock's step (one sync command).
@@ -126,65 +125,19 @@ fn send_errors_by_kind_and_queues_by_name() {
     assert_eq!(s.counter("delayq_sent_total", &[("queue", "other")]), 2);
 }
 
-/// The dequeue proxy's sleep plan is the time it will wake (`stage_ahead`
-/// before the index's head), not the head's deadline: an insert due at or
-/// after that wake-up is staged by the round it runs then and does not wake
-/// it; one due before it does. Rounds are counted by
-/// `delayq_proxy_batch_items{proxy="dequeue"}` (one value a round). On a mock
-/// clock the proxy parks until it is unparked, so every round after the first
-/// is a wake-up.
+/// Whoever is present performs the roles (`src/role.rs`), on a system clock:
+/// a stream of sends spaced 100 µs apart, each due 2 ms after it is sent,
+/// two blocking consumers. With helping on (the default) the proxy threads
+/// perform nothing (`delayq_proxy_rounds_total` stays 0: every batch is a
+/// producer's, every round a consumer's); with helping off they perform
+/// everything. Either way every item comes out once, and none before its
+/// deadline.
 #[test]
-fn only_an_insert_due_before_the_planned_wake_up_wakes_the_dequeue_proxy() {
-    let rec = Recording::new();
-    let clock = MockClock::new();
-    let (tx, rx) = rec.build(|| {
-        Builder::new().name("plan").clock(clock.clone()).stage_ahead(ms(10)).build::<u32>().unwrap()
-    });
-    let labels = [("queue", "plan"), ("proxy", "dequeue")];
-    let rounds = || rec.snapshot().histogram("delayq_proxy_batch_items", &labels).len();
-    // Rounds run after the enqueue role's unpark, on the proxy's thread: wait
-    // until none has run for 100 ms.
-    let settle = || {
-        let mut n = 0;
-        loop {
-            std::thread::sleep(ms(100));
-            match rounds() {
-                0 => return n,
-                more => n += more,
-            }
-        }
-    };
-    let t0 = clock.now();
-    // The head, due at 100 ms: the proxy plans to wake at 90 ms.
-    tx.send_at(1, t0 + ms(100)).unwrap();
-    rx.peek_deadline(); // a round trip through the enqueue role
-    assert!(settle() >= 1, "the first head wakes the proxy");
-    // Due at 95 ms: after the planned wake-up, before the head.
-    tx.send_at(2, t0 + ms(95)).unwrap();
-    rx.peek_deadline();
-    assert_eq!(settle(), 0, "an insert due after the planned wake-up woke the proxy");
-    // Due at 85 ms: before the planned wake-up.
-    tx.send_at(3, t0 + ms(85)).unwrap();
-    rx.peek_deadline();
-    assert_eq!(settle(), 1, "an insert due before the planned wake-up must wake the proxy, once");
-    // And nothing is lost or early: due in deadline order once the clock
-    // passes them.
-    clock.advance(ms(100));
-    let got: Vec<u32> = (0..3).map(|_| rx.recv().unwrap()).collect();
-    assert_eq!(got, vec![3, 2, 1]);
-}
-
-/// The staging duty (`src/duty.rs`), on a system clock: a stream of sends
-/// spaced 100 µs apart, each due 2 ms after it is sent, two consumers. With
-/// helping on (the default) the dequeue proxy hands rounds to the consumers
-/// that take staged items, and they run them; with helping off it never
-/// does. Either way every item comes out once, and none before its deadline.
-#[test]
-fn a_paced_stream_hands_the_dequeue_rounds_to_the_consumers() {
+fn a_paced_stream_leaves_the_proxy_threads_idle_with_helping_on() {
     const N: u32 = 1000;
     for helping in [true, false] {
         let rec = Recording::new();
-        let name = if helping { "duty-on" } else { "duty-off" };
+        let name = if helping { "help-on" } else { "help-off" };
         let (tx, rx) = rec.build(|| Builder::new().name(name).helping(helping).build::<u32>().unwrap());
         let consumers: Vec<_> = (0..2)
             .map(|_| {
@@ -212,44 +165,30 @@ fn a_paced_stream_hands_the_dequeue_rounds_to_the_consumers() {
         let mut all: Vec<u32> = consumers.into_iter().flat_map(|c| c.join().unwrap()).collect();
         all.sort_unstable();
         assert_eq!(all, (0..N).collect::<Vec<_>>(), "helping {helping}: lost or duplicated items");
-        let handed = rec.snapshot().counter("delayq_handed_rounds_total", &[("queue", name)]);
+        let s = rec.snapshot();
+        let proxy = |p| s.counter("delayq_proxy_rounds_total", &[("queue", name), ("proxy", p)]);
         if helping {
-            assert!(handed > 0, "no round was handed to the consumers");
+            assert_eq!(proxy("enqueue"), 0, "the enqueue proxy applied batches a producer was there for");
+            assert_eq!(proxy("dequeue"), 0, "the dequeue proxy ran rounds a consumer was there for");
         } else {
-            assert_eq!(handed, 0, "rounds were handed over with helping off");
+            assert!(proxy("enqueue") > 0, "helping off: the enqueue proxy applied nothing");
+            assert!(proxy("dequeue") > 0, "helping off: the dequeue proxy ran no round");
         }
     }
 }
 
-/// Early inserts (`dequeue::stage_early`), on a system clock: a far item
-/// makes the dequeue proxy plan its wake-up 10 s out; then sends 1 ms apart,
-/// each due 300 µs after it is sent, are due before that wake-up. With
-/// helping on, the enqueue role's holder stages them itself instead of waking
-/// the proxy; with helping off it never does. Either way every item comes out
-/// once, in order, and none before its deadline.
+/// An async receiver cannot wait with a timeout: it asks the dequeue proxy to
+/// lead for the next deadline, and the proxy runs that round
+/// (`delayq_proxy_rounds_total{proxy="dequeue"}`), on a system clock.
 #[test]
-fn inserts_due_before_the_planned_wake_up_are_staged_by_the_enqueue_role() {
-    const N: u32 = 50;
-    for helping in [true, false] {
-        let rec = Recording::new();
-        let name = if helping { "early-on" } else { "early-off" };
-        let (tx, rx) = rec.build(|| Builder::new().name(name).helping(helping).build::<u32>().unwrap());
-        tx.send_after(u32::MAX, Duration::from_secs(10)).unwrap();
-        rx.peek_deadline(); // a round trip through the enqueue role
-        std::thread::sleep(ms(5)); // the proxy's first round has planned
-        for i in 0..N {
-            tx.send_after(i, Duration::from_micros(300)).unwrap();
-            let e = rx.recv_entry_timeout(Duration::from_secs(10)).expect("the item came out");
-            assert!(Instant::now() >= e.deadline(), "an item left before its deadline");
-            assert_eq!(e.into_inner(), i, "helping {helping}: lost, duplicated or out of order");
-            std::thread::sleep(ms(1));
-        }
-        assert_eq!(rx.len(), 1, "the far item is still pending");
-        let early = rec.snapshot().counter("delayq_early_rounds_total", &[("queue", name)]);
-        if helping {
-            assert!(early > 0, "no insert was staged by the enqueue role");
-        } else {
-            assert_eq!(early, 0, "the enqueue role ran rounds with helping off");
-        }
-    }
+fn an_async_receiver_has_the_dequeue_proxy_run_the_round() {
+    let rec = Recording::new();
+    let (tx, rx) = rec.build(|| Builder::new().name("async").build::<u32>().unwrap());
+    let at = Instant::now() + ms(20);
+    tx.send_at(1, at).unwrap();
+    assert_eq!(delayq::doc_block_on(rx.recv_async()), Ok(1));
+    assert!(Instant::now() >= at, "early");
+    let s = rec.snapshot();
+    let rounds = s.counter("delayq_proxy_rounds_total", &[("queue", "async"), ("proxy", "dequeue")]);
+    assert!(rounds >= 1, "the proxy did not run the round the task asked for");
 }

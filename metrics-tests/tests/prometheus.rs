@@ -54,7 +54,6 @@ fn scrape_names_labels_and_counts() {
         "delayq_received_total",
         "delayq_pending",
         "delayq_due",
-        "delayq_staged",
         "delayq_ingress_depth",
         "delayq_lateness_seconds",
         "delayq_proxy_batch_items",

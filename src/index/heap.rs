@@ -44,6 +44,19 @@ impl NodeHeap {
         Some(top)
     }
 
+    /// Nodes the buffer has room for.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn capacity(&self) -> usize {
+        self.nodes.capacity()
+    }
+
+    /// Gives back the buffer's room beyond twice its nodes (and `floor`).
+    pub(crate) fn shrink_beyond(&mut self, floor: usize) {
+        if self.nodes.capacity() > (2 * self.nodes.len()).max(floor) {
+            self.nodes.shrink_to((2 * self.nodes.len()).max(floor));
+        }
+    }
+
     pub(crate) fn clear(&mut self) {
         self.nodes = Vec::new();
     }
@@ -176,6 +189,22 @@ impl<T> HeapIndex<T> {
         self.heap.clear();
         self.tombstones = 0;
         self.entries.release_buffers();
+    }
+
+    /// Entries and nodes the buffers have room for.
+    #[cfg(test)]
+    pub(crate) fn room(&self) -> usize {
+        self.heap.capacity() + self.entries.room()
+    }
+
+    /// Gives back what the buffers hold beyond room for `need` items.
+    pub(crate) fn release_beyond(&mut self, need: usize) {
+        if self.entries.len() == 0 && need == 0 {
+            self.trim();
+            return;
+        }
+        self.heap.shrink_beyond(need.max(crate::tidy::FLOOR));
+        self.entries.release_beyond(need);
     }
 
     pub(crate) fn take_all(&mut self) -> Vec<(u64, u64, T)> {

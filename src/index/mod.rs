@@ -108,11 +108,28 @@ impl<T> Index<T> {
         }
     }
 
+    /// Entries and nodes the index's buffers have room for (O(pages + slots)).
+    #[cfg(test)]
+    pub(crate) fn room(&self) -> usize {
+        match self {
+            Index::Heap(i) => i.room(),
+            Index::Wheel(i) => i.room(),
+        }
+    }
+
+    /// Gives back what the buffers hold beyond room for `need` items
+    /// (`tidy.rs` decides `need`); with no item held and none needed, all of
+    /// it (`trim`).
+    pub(crate) fn release_beyond(&mut self, need: usize) {
+        match self {
+            Index::Heap(i) => i.release_beyond(need),
+            Index::Wheel(i) => i.release_beyond(need),
+        }
+    }
+
     /// With no item held: hands back every buffer a burst left behind (node
     /// vectors, spare pages), so that an empty index holds what a new one
-    /// does. The dequeue proxy calls it once the index has stayed empty for a
-    /// while (`dequeue.rs`), not each time it empties, so that a queue
-    /// swinging around a working set keeps its buffers.
+    /// does.
     pub(crate) fn trim(&mut self) {
         if self.len() != 0 {
             return;

@@ -32,8 +32,8 @@ const PAGE_BITS: u32 = if cfg!(test) { 6 } else { 12 };
 const PAGE: usize = 1 << PAGE_BITS;
 /// Emptied pages kept for reuse, so that a steady stream, or a queue swinging
 /// around a working set, neither allocates nor faults in fresh memory: as
-/// many pages as fit in this many bytes, and at least one. The dequeue proxy
-/// drops them all once the index has stayed empty (`Index::trim`).
+/// many pages as fit in this many bytes, and at least one. Those a burst left
+/// beyond the working set go back after it (`index::tidy`).
 const SPARE_BYTES: usize = 4 << 20;
 /// Empty pages behind a live front page before its entries become stragglers.
 const GAP: usize = 16;
@@ -191,6 +191,31 @@ impl<E> Slots<E> {
         // empty entries back at every insert: 4 K of them per item at 18 M
         // keys behind 1 M pending, 5.8 µs per send+recv instead of 0.2.
         if self.pages.capacity() > 64 && self.pages.len() < self.pages.capacity() / 4 {
+            self.pages.shrink_to(self.pages.len() * 2);
+        }
+    }
+
+    /// Entries the table's buffers have room for: its pages, live and spare.
+    #[cfg(test)]
+    pub(crate) fn room(&self) -> usize {
+        (self.pages.iter().filter(|p| p.is_some()).count() + self.spares.len()) * PAGE + self.stragglers.len()
+    }
+
+    /// Gives back the spare pages beyond those `need` entries would fill, and
+    /// the page list's slack (`index::tidy`'s rule); everything, with no
+    /// entry live and none needed.
+    pub(crate) fn release_beyond(&mut self, need: usize) {
+        if self.len == 0 && need == 0 {
+            self.release_buffers();
+            return;
+        }
+        let live = self.pages.iter().filter(|p| p.is_some()).count();
+        let keep = (need.div_ceil(PAGE) + 1).saturating_sub(live);
+        if self.spares.len() > keep {
+            self.spares.truncate(keep);
+            self.spares.shrink_to_fit();
+        }
+        if self.pages.capacity() > 64 && self.pages.len() * 4 < self.pages.capacity() {
             self.pages.shrink_to(self.pages.len() * 2);
         }
     }

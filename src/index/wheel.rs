@@ -176,6 +176,40 @@ impl<T> WheelIndex<T> {
         self.entries.release_buffers();
     }
 
+    /// Entries and nodes the buffers have room for.
+    #[cfg(test)]
+    pub(crate) fn room(&self) -> usize {
+        let nodes: usize = self.slots.iter().map(Vec::capacity).sum();
+        nodes + self.ready.capacity() + self.never.capacity() + self.scratch.capacity() + self.entries.room()
+    }
+
+    /// Gives back what the buffers hold beyond room for `need` items: the
+    /// slots' buffers beyond twice their nodes and the scratch buffer, once
+    /// the need is small (`tidy::FLOOR` or less: the slots a working set
+    /// fills move with the wheel's rotation, so a large one keeps them all);
+    /// the key table's spare pages beyond those `need` entries would fill
+    /// (`tidy.rs`); everything, with no item held and none needed.
+    pub(crate) fn release_beyond(&mut self, need: usize) {
+        if self.entries.len() == 0 && need == 0 {
+            self.trim();
+            return;
+        }
+        // The slots a working set uses move with the wheel's rotation, so
+        // their buffers are cut only once the need itself is small: a queue
+        // swinging around a large working set keeps them.
+        if need <= crate::tidy::FLOOR {
+            for s in &mut self.slots {
+                if s.capacity() > 2 * s.len() {
+                    s.shrink_to(2 * s.len());
+                }
+            }
+            self.scratch = Vec::new();
+            self.ready.shrink_beyond(0);
+            self.never.shrink_to(2 * self.never.len());
+        }
+        self.entries.release_beyond(need);
+    }
+
     fn clear_nodes(&mut self) {
         for s in &mut self.slots {
             *s = Vec::new();
@@ -297,9 +331,9 @@ impl<T> WheelIndex<T> {
             }
         }
         // Keep a modest buffer for the next slot (a burst's larger ones go
-        // back at once; an idle index is trimmed whole). Opened slots keep
-        // the buffer they are handed, so this bounds what a busy index that
-        // never empties keeps: 64 KiB a slot.
+        // back at once; the rest after the burst, `index::tidy`). Opened
+        // slots keep the buffer they are handed, so this bounds what a busy
+        // index keeps between two looks: 64 KiB a slot.
         if nodes.capacity() > 4096 {
             nodes = Vec::new();
         }

@@ -1,12 +1,13 @@
-//! Staging (`Builder::stage_ahead`): items handed to the consumers' ring before
-//! their deadline still come out only once due, in deadline order, and can still
-//! be cancelled and rescheduled until then; the consumer that waits for a staged
-//! item's deadline hands that duty on when it leaves.
+//! Items close to their deadline: they come out only once due, in deadline
+//! order, and can be cancelled and rescheduled until then; the consumer that
+//! waits for the index's next deadline on everyone's behalf (the lead,
+//! `src/lead.rs`) hands that duty on when it leaves, and an earlier item sent
+//! meanwhile reaches it.
 //!
-//! The deterministic tests use a mock clock with staging turned on explicitly
-//! (a mock clock's default is no staging): `advance` returns after a dequeue
-//! round that read the new time, so the items due within `stage_ahead` of it are
-//! in the ring by then.
+//! (These tests were written for staging, which moved items into the
+//! consumers' ring before their deadline; they hold as they are without it.)
+//! The deterministic tests use a mock clock: `advance` returns after a
+//! dequeue round that read the new time.
 
 mod common;
 use common::*;
@@ -16,19 +17,19 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// A queue on a mock clock that stages items up to `ahead` before they are due.
-fn staged<T: Send + 'static>(ahead: Duration) -> (MockClock, Sender<T>, Receiver<T>) {
+/// A queue on a mock clock.
+fn mock<T: Send + 'static>() -> (MockClock, Sender<T>, Receiver<T>) {
     let clock = MockClock::new();
-    let (tx, rx) = Builder::new().clock(clock.clone()).stage_ahead(ahead).build().unwrap();
+    let (tx, rx) = Builder::new().clock(clock.clone()).build().unwrap();
     (clock, tx, rx)
 }
 
 #[test]
-fn a_staged_item_comes_out_only_once_due() {
-    let (clock, tx, rx) = staged::<u32>(secs(10));
+fn an_item_comes_out_only_once_due() {
+    let (clock, tx, rx) = mock::<u32>();
     tx.send_after(1, secs(5)).unwrap();
     clock.advance(secs(1));
-    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "staged, not due");
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "not due");
     assert!(rx.try_iter().next().is_none());
     clock.advance(secs(4));
     assert_eq!(rx.try_recv(), Ok(1));
@@ -36,8 +37,8 @@ fn a_staged_item_comes_out_only_once_due() {
 }
 
 #[test]
-fn recv_many_takes_the_due_items_and_leaves_the_staged_ones() {
-    let (clock, tx, rx) = staged::<u32>(secs(10));
+fn recv_many_takes_the_due_items_and_leaves_the_others() {
+    let (clock, tx, rx) = mock::<u32>();
     for (i, d) in [1, 2, 8].into_iter().enumerate() {
         tx.send_after(i as u32, secs(d)).unwrap();
     }
@@ -53,24 +54,24 @@ fn recv_many_takes_the_due_items_and_leaves_the_staged_ones() {
 }
 
 #[test]
-fn a_staged_item_can_be_cancelled_until_it_is_due() {
-    let (clock, tx, rx) = staged::<&str>(secs(10));
+fn an_item_can_be_cancelled_until_it_is_due() {
+    let (clock, tx, rx) = mock::<&str>();
     let a = tx.send_after("a", secs(5)).unwrap();
     let b = tx.send_after("b", secs(6)).unwrap();
     clock.advance(secs(1));
-    assert_eq!(rx.peek_deadline(), Some(clock.now() + secs(4)), "peek sees staged items");
+    assert_eq!(rx.peek_deadline(), Some(clock.now() + secs(4)));
     assert_eq!(tx.cancel(a), Some("a"));
     assert_eq!(tx.cancel(a), None);
     assert_eq!(rx.len(), 1);
     clock.advance(secs(5));
-    assert_eq!(tx.cancel(b), None, "due: final, as before staging");
+    assert_eq!(tx.cancel(b), None, "due and moved to the ring: final");
     assert_eq!(rx.try_recv(), Ok("b"));
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
 }
 
 #[test]
-fn a_discarded_staged_item_is_dropped_and_released() {
-    let (clock, tx, rx) = staged::<u32>(secs(10));
+fn a_discarded_item_is_dropped_and_released() {
+    let (clock, tx, rx) = mock::<u32>();
     let a = tx.send_after(1, secs(5)).unwrap();
     clock.advance(secs(1));
     tx.discard(a);
@@ -81,13 +82,13 @@ fn a_discarded_staged_item_is_dropped_and_released() {
 }
 
 #[test]
-fn a_staged_item_can_be_rescheduled_later_and_earlier() {
-    let (clock, tx, rx) = staged::<&str>(secs(10));
+fn an_item_can_be_rescheduled_later_and_earlier() {
+    let (clock, tx, rx) = mock::<&str>();
     let t0 = clock.now();
     let a = tx.send_after("a", secs(5)).unwrap();
     tx.send_after("b", secs(6)).unwrap();
     clock.advance(secs(1));
-    assert!(tx.reschedule(a, t0 + secs(30)), "a staged item is still pending");
+    assert!(tx.reschedule(a, t0 + secs(30)), "still pending");
     clock.set(t0 + secs(6));
     assert_eq!(rx.try_recv(), Ok("b"));
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty), "a moved to 30 s");
@@ -98,13 +99,13 @@ fn a_staged_item_can_be_rescheduled_later_and_earlier() {
 }
 
 #[test]
-fn an_earlier_item_goes_in_front_of_staged_ones() {
-    let (clock, tx, rx) = staged::<&str>(secs(10));
+fn an_earlier_item_goes_in_front_of_later_ones() {
+    let (clock, tx, rx) = mock::<&str>();
     let t0 = clock.now();
     tx.send_at("c", t0 + secs(6)).unwrap();
     tx.send_at("d", t0 + secs(7)).unwrap();
     clock.advance(secs(1));
-    // c and d are staged; a and b arrive with earlier deadlines.
+    // a and b arrive with earlier deadlines than c and d.
     tx.send_at("b", t0 + secs(4)).unwrap();
     tx.send_at("a", t0 + secs(3)).unwrap();
     clock.set(t0 + secs(3));
@@ -116,15 +117,15 @@ fn an_earlier_item_goes_in_front_of_staged_ones() {
 }
 
 #[test]
-fn equal_deadlines_leave_in_key_order_past_staged_items() {
-    let (clock, tx, rx) = staged::<&str>(secs(10));
+fn equal_deadlines_leave_in_key_order() {
+    let (clock, tx, rx) = mock::<&str>();
     let t0 = clock.now();
     let a = tx.send_at("a", t0 + secs(9)).unwrap();
     tx.send_at("b", t0 + secs(5)).unwrap();
     clock.advance(ms(1));
-    // "b" is staged; "a" (the smaller key) moves to the same deadline, and the
-    // dequeue proxy moves it before "b" is due (were "b" due first, "a" would
-    // follow it, as an item that reaches the index late always does).
+    // "a" (the smaller key) moves to the same deadline as "b", before "b" is
+    // due (were "b" due first, "a" would follow it, as an item that reaches
+    // the index late always does).
     assert!(tx.reschedule(a, t0 + secs(5)));
     clock.advance(Duration::ZERO);
     clock.set(t0 + secs(5));
@@ -132,25 +133,21 @@ fn equal_deadlines_leave_in_key_order_past_staged_items() {
     assert_eq!(rx.try_recv(), Ok("b"));
 }
 
-/// Cancelled staged items leave recalled entries in a two-slot ring; neither
-/// they nor a `take_pending` that finds only them may leave the dequeue proxy
-/// waiting for room. On the system clock: a mock clock's step would wake the
-/// proxy and hide a missed wake-up.
+/// Items cancelled near their deadline, and `take_pending`, with a two-slot
+/// ring: nothing may be left waiting for room. On the system clock: a mock
+/// clock's step would wake everyone and hide a missed wake-up.
 #[test]
-fn recalled_entries_never_hold_up_the_ring() {
-    let (tx, rx) = Builder::new().egress_slots(2).stage_ahead(secs(10)).build::<u32>().unwrap();
+fn cancelled_items_never_hold_up_the_ring() {
+    let (tx, rx) = Builder::new().egress_slots(2).build::<u32>().unwrap();
     for round in 0..2 {
         let a = tx.send_after(1, secs(5)).unwrap();
         let b = tx.send_after(2, secs(6)).unwrap();
-        // The dequeue proxy stages both as soon as it sees them: the ring is full.
         thread::sleep(ms(50));
         assert_eq!(tx.cancel(a), Some(1));
         assert_eq!(tx.cancel(b), Some(2));
         tx.send_at(3, Instant::now()).unwrap();
         if round == 0 {
-            // Nobody receives; the proxy, finding the ring full of recalled
-            // entries, waits for room. `take_pending` takes the due item from
-            // the index and passes the recalled entries: it must ring the proxy.
+            // Nobody receives: `take_pending` takes the due item.
             thread::sleep(ms(50));
             let taken: Vec<u32> = rx.take_pending().into_iter().map(|(_, x)| x).collect();
             assert_eq!(taken, [3]);
@@ -163,8 +160,8 @@ fn recalled_entries_never_hold_up_the_ring() {
 }
 
 #[test]
-fn an_item_already_due_goes_in_front_of_staged_ones() {
-    let (clock, tx, rx) = staged::<u32>(secs(10));
+fn an_item_already_due_goes_in_front_of_later_ones() {
+    let (clock, tx, rx) = mock::<u32>();
     tx.send_after(2, secs(5)).unwrap();
     clock.advance(secs(1));
     tx.send_at(1, clock.now()).unwrap();
@@ -173,8 +170,8 @@ fn an_item_already_due_goes_in_front_of_staged_ones() {
 }
 
 #[test]
-fn take_pending_returns_staged_items_in_deadline_order() {
-    let (clock, tx, rx) = staged::<u32>(secs(10));
+fn take_pending_returns_items_in_deadline_order() {
+    let (clock, tx, rx) = mock::<u32>();
     for d in [3, 1, 2, 20] {
         tx.send_after(d, secs(d as u64)).unwrap();
     }
@@ -187,8 +184,8 @@ fn take_pending_returns_staged_items_in_deadline_order() {
 }
 
 #[test]
-fn dropping_the_queue_drops_staged_items() {
-    let (clock, tx, rx) = staged::<Arc<()>>(secs(10));
+fn dropping_the_queue_drops_pending_items() {
+    let (clock, tx, rx) = mock::<Arc<()>>();
     let probe = Arc::new(());
     for d in 1..=3 {
         tx.send_after(probe.clone(), secs(d)).unwrap();
@@ -199,11 +196,11 @@ fn dropping_the_queue_drops_staged_items() {
     assert_eq!(Arc::strong_count(&probe), 1);
 }
 
-/// A blocked consumer leads for a staged item and its own timed park releases
-/// it, on the system clock: never early.
+/// A blocked consumer leads for the next deadline and its own timed park
+/// releases the item, on the system clock: never early.
 #[test]
-fn blocked_consumers_get_staged_items_on_time_and_never_early() {
-    let (tx, rx) = Builder::new().stage_ahead(ms(50)).build::<u32>().unwrap();
+fn blocked_consumers_get_items_on_time_and_never_early() {
+    let (tx, rx) = Builder::new().build::<u32>().unwrap();
     let n = 200 * scale() as u32;
     let consumers: Vec<_> = (0..4)
         .map(|_| {
@@ -231,20 +228,19 @@ fn blocked_consumers_get_staged_items_on_time_and_never_early() {
 
 /// A leader that times out must hand the lead on: the other consumer, parked
 /// without a timeout while the first one led, would otherwise sleep through
-/// the deadline (while a consumer leads, the dequeue proxy plans no wake-up of
-/// its own for a staged item).
+/// the deadline (nobody else has a timer for it).
 #[test]
 fn a_leader_that_times_out_hands_the_lead_on() {
-    let (tx, rx) = Builder::new().stage_ahead(secs(5)).build::<u32>().unwrap();
+    let (tx, rx) = Builder::new().build::<u32>().unwrap();
     let at = Instant::now() + ms(300);
     tx.send_at(7, at).unwrap();
     let first = {
         let rx = rx.clone();
-        // Alone for 50 ms: it finds the staged item and leads for it.
+        // Alone for 50 ms: it finds the item not due and leads for it.
         thread::spawn(move || rx.recv_timeout(ms(100)))
     };
     thread::sleep(ms(50));
-    // Wakes the dequeue proxy, which re-plans while the first consumer leads.
+    // A later item: no wake-up (someone leads for an earlier deadline).
     tx.send_after(8, secs(60)).unwrap();
     let second = {
         let rx = rx.clone();
@@ -259,7 +255,7 @@ fn a_leader_that_times_out_hands_the_lead_on() {
 
 #[test]
 fn cancel_racing_the_delivery_leaves_each_item_on_exactly_one_side() {
-    let (tx, rx) = Builder::new().stage_ahead(ms(20)).build::<u32>().unwrap();
+    let (tx, rx) = Builder::new().build::<u32>().unwrap();
     let n = 400 * scale() as u32;
     let received = Arc::new(Mutex::new(Vec::new()));
     let consumers: Vec<_> = (0..2)
@@ -300,8 +296,8 @@ fn cancel_racing_the_delivery_leaves_each_item_on_exactly_one_side() {
 
 #[cfg(feature = "async")]
 #[test]
-fn an_async_receiver_gets_a_staged_item_at_its_deadline() {
-    let (tx, rx) = Builder::new().stage_ahead(ms(100)).build::<u32>().unwrap();
+fn an_async_receiver_gets_an_item_at_its_deadline() {
+    let (tx, rx) = Builder::new().build::<u32>().unwrap();
     let at = Instant::now() + ms(20);
     tx.send_at(3, at).unwrap();
     let got = delayq::doc_block_on(rx.recv_async());
