@@ -138,7 +138,13 @@ pub(crate) fn run<T>(s: &Shared<T>, parker: &Parker) {
                 if r.moved == 0 {
                     // The lead is free and nobody was handed an item: a
                     // waiting consumer looks (and leads, or asks us again).
-                    s.signals.consumers.notify_after_fence(1);
+                    s.signals.consumers.notify(1);
+                }
+                if r.due_left && !s.helping {
+                    // Nobody else moves items: wait for a take to make room
+                    // (with helping, the consumer that empties the ring runs
+                    // the next round itself).
+                    wait_for_room(s, parker);
                 }
             }
             Some(l) if l.proxy => {
@@ -161,6 +167,19 @@ pub(crate) fn run<T>(s: &Shared<T>, parker: &Parker) {
         }
         look_at_memory(s);
     }
+}
+
+/// Without helping: the dequeue proxy left due items in the index for want
+/// of egress room; it parks until a take makes room (the take rings its bell
+/// after the take's fence: `receiver::taken`; the bell's store-buffering pair,
+/// `wakeup.rs`), or shutdown.
+fn wait_for_room<T>(s: &Shared<T>, parker: &Parker) {
+    let bell = &s.signals.dequeue;
+    bell.prepare_sleep();
+    if s.egress.is_full() && !s.counter.is_disconnected() {
+        park(s, parker, None);
+    }
+    bell.awake();
 }
 
 /// Parks the dequeue proxy until `lead` by the queue's clock (untimed on a
@@ -224,7 +243,8 @@ pub(crate) fn catch_up<T>(s: &Shared<T>) -> bool {
     }
     let e = enqueue::wait_for(&s.roles.enqueue);
     // Planted bug for the loom suite: commands still in the ingress are not
-    // applied, so a poll right after a send misses its item.
+    // applied (nor looked at, below), so a poll right after a send misses
+    // its item.
     #[cfg(delayq_bug_catch_up_no_sync)]
     let owed = enqueue::apply(s, 0);
     #[cfg(not(delayq_bug_catch_up_no_sync))]
@@ -243,6 +263,10 @@ pub(crate) fn catch_up<T>(s: &Shared<T>) -> bool {
         (empty, r)
     };
     let quiet = egress_empty && r.moved == 0 && !r.due_left && s.ingress.is_empty();
+    // Planted bug for the loom suite (with the one above): the commands
+    // upstream are neither applied nor looked at.
+    #[cfg(delayq_bug_catch_up_no_sync)]
+    let quiet = egress_empty && r.moved == 0 && !r.due_left;
     drop(d);
     drop(e);
     owed.pay(s);

@@ -165,6 +165,10 @@ impl<T> Egress<T> {
                     head = h;
                     continue;
                 }
+                // Planted bug for the loom suite: the slot handed to the next
+                // lap's push before we read it out.
+                #[cfg(delayq_bug_egress_free_before_read)]
+                slot.stamp.store(head + self.mask + 1, Ordering::Release);
                 // Relaxed: published with the stamp we read (Acquire).
                 let at = slot.at.load(Ordering::Relaxed);
                 let key = slot.key.load(Ordering::Relaxed);
@@ -173,12 +177,8 @@ impl<T> Egress<T> {
                 // the slot before our stamp store below.
                 let item = slot.item.with(|p| unsafe { (*p).assume_init_read() });
                 // Release: hands the emptied slot to the push one lap on.
-                #[cfg(not(delayq_bug_egress_relaxed_stamp))]
+                #[cfg(not(delayq_bug_egress_free_before_read))]
                 slot.stamp.store(head + self.mask + 1, Ordering::Release);
-                // Planted bug for the loom suite: the next lap's push may
-                // write the slot while we still read it.
-                #[cfg(delayq_bug_egress_relaxed_stamp)]
-                slot.stamp.store(head + self.mask + 1, Ordering::Relaxed);
                 return Some((at, key, item));
             } else if stamp == head {
                 // Nothing pushed at `head` yet.

@@ -36,7 +36,7 @@ use crate::metrics::Applied;
 use crate::oneshot::Answer;
 use crate::role::combine;
 use crate::shared::{Shared, Timers};
-use crate::sync::{fence, lock, Ordering, Parker};
+use crate::sync::{fence, lock, yield_now, Ordering, Parker};
 
 /// The most commands the enqueue proxy applies per critical section of the
 /// timers lock.
@@ -156,6 +156,8 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         let work = !shared.ingress.is_empty() && !shared.roles.enqueue.is_held_now();
         if work || shared.counter.is_disconnected() {
             bell.awake();
+            // A producer may have claimed a slot and be mid-write: let it finish.
+            yield_now();
             continue;
         }
         parker.park(None);
@@ -324,7 +326,7 @@ pub(crate) fn wait_for(role: &crate::role::Role) -> crate::role::Held<'_> {
         if let Some(held) = role.try_acquire() {
             return held;
         }
-        crate::sync::yield_now();
+        yield_now();
     }
 }
 

@@ -120,6 +120,10 @@ fn taken<T>(s: &Shared<T>, n: usize) {
     if s.counter.capacity().is_some() {
         s.signals.producers.notify_after_fence(n);
     }
+    if !s.helping {
+        // The dequeue proxy may wait for room (`dequeue::wait_for_room`).
+        s.signals.dequeue.ring_after_fence();
+    }
     // Chain wake-up: a round wakes at most two consumers (a wake is a
     // syscall on the performer's thread); a consumer that leaves items behind
     // wakes one more, so wake-ups spread over the consumers' threads. With

@@ -4,8 +4,8 @@
 //! Checked: every pushed item leaves exactly once, in push order for each
 //! consumer, and loom flags any unsynchronised access to a slot's item (a push
 //! rewriting a slot while a consumer still reads it). The planted bug
-//! `--cfg delayq_bug_egress_relaxed_stamp` (a take that frees its slot with a
-//! Relaxed stamp store instead of a Release one) must make
+//! `--cfg delayq_bug_egress_free_before_read` (a take that frees its slot
+//! before it reads the item out) must make
 //! `a_refilled_slot_is_never_read_and_written_at_once` fail: `.ci/loom.sh`
 //! checks it.
 use super::model;
@@ -36,6 +36,8 @@ fn a_refilled_slot_is_never_read_and_written_at_once() {
                 })
             })
             .collect();
+        // Give the consumers a chance to free a slot first.
+        thread::yield_now();
         // SAFETY: as above. Refused while the ring is still full.
         let third = unsafe { egress.push((3, 3, 3)) }.is_ok();
         let mut all: Vec<u64> = consumers.into_iter().filter_map(|c| c.join().unwrap()).collect();

@@ -164,6 +164,8 @@ fn no_push_is_left_behind_a_parked_proxy() {
             bell.prepare_sleep();
             if !ingress.is_empty() && !role.is_held_now() {
                 bell.awake();
+                // A producer may be mid-write: let it finish.
+                thread::yield_now();
                 continue;
             }
             if drained.lock().unwrap().len() == TOTAL {

@@ -48,28 +48,33 @@ pub fn earlier_head_is_delivered_without_a_clock_step() {
 /// The catch-up of `try_recv` (`dequeue::catch_up` in the crate), shared by
 /// `tests/loom_try_recv.rs` and `tests/loom_planted_bug.rs`.
 ///
-/// Three items due at once, sent through a two-slot ingress into a two-slot
-/// egress ring with every role left to the proxy threads (`helping(false)`:
-/// a send only pushes and rings), then polled with no clock step: wherever
-/// the proxies are (the enqueue proxy not yet drained, the dequeue proxy not
-/// yet moved them, or the ring full), `try_iter` gets all three, in order,
-/// and then nothing.
+/// Items due at once, with every role left to the proxy threads
+/// (`helping(false)`: a send only pushes and rings), then polled with no
+/// clock step: wherever the proxies are (the enqueue proxy not yet drained,
+/// the dequeue proxy not yet moved them), `try_iter` gets them all, in order,
+/// and then nothing. With `helping` on and three items through a two-slot
+/// egress ring, the polls must also move what a full ring left behind.
 pub fn try_iter_gets_every_due_item_sent_before_it() {
+    try_iter_gets_every_due_item(false, 2);
+}
+
+/// See [`try_iter_gets_every_due_item_sent_before_it`].
+pub fn try_iter_gets_every_due_item(helping: bool, n: u32) {
     use delayq::{Builder, MockClock, TryRecvError};
 
     let clock = MockClock::new();
     let (tx, rx) = Builder::new()
         .ingress_slots(2)
         .egress_slots(2)
-        .helping(false)
+        .helping(helping)
         .clock(clock.clone())
         .build::<u32>()
         .unwrap();
-    for i in 0..3 {
+    for i in 0..n {
         tx.send_at(i, clock.now()).unwrap();
     }
     let got: Vec<u32> = rx.try_iter().collect();
-    assert_eq!(got, vec![0, 1, 2], "try_recv missed a due item sent before it");
+    assert_eq!(got, (0..n).collect::<Vec<_>>(), "try_recv missed a due item sent before it");
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
 }
 
