@@ -107,7 +107,7 @@ pub(crate) enum Reason {
 
 /// How long the oldest due item may wait, not yet taken, before blocking
 /// sends pause ([`Reason::Lag`]).
-pub(crate) const LAG: Duration = Duration::from_micros(500);
+pub(crate) const LAG: Duration = Duration::from_micros(200);
 
 #[derive(Debug)]
 pub(crate) struct Admission {
@@ -118,6 +118,9 @@ pub(crate) struct Admission {
     waiters: Waiters,
     /// `MAX_WAIT`, except in tests.
     max_wait: Duration,
+    /// The egress's taken counter at the last sampling send that found the
+    /// queue lagging (`lagging`).
+    taken_seen: AtomicUsize,
 }
 
 impl Default for Admission {
@@ -132,7 +135,12 @@ impl Default for Admission {
 
 impl Admission {
     fn with_max_wait(max_wait: Duration) -> Self {
-        Admission { shut: CachePadded::new(AtomicUsize::new(0)), waiters: Waiters::default(), max_wait }
+        Admission {
+            shut: CachePadded::new(AtomicUsize::new(0)),
+            waiters: Waiters::default(),
+            max_wait,
+            taken_seen: AtomicUsize::new(0),
+        }
     }
 
     /// The enqueue role drained `drained` commands in one batch: a deep
@@ -162,6 +170,18 @@ impl Admission {
             self.shut(why);
         } else {
             self.open(why);
+        }
+    }
+
+    /// A sampling send found the oldest due item older than [`LAG`]
+    /// (`dequeue::lagging`): shuts the gate for [`Reason::Lag`] if the
+    /// consumers took items since the last such look (`taken`: the egress's
+    /// taken counter). Consumers that are absent are not behind: producers
+    /// that send while nobody receives must not pause.
+    pub(crate) fn lagging(&self, taken: usize) {
+        // Relaxed: a hint; a stale value costs one look's decision.
+        if self.taken_seen.swap(taken, Ordering::Relaxed) != taken {
+            self.shut(Reason::Lag);
         }
     }
 

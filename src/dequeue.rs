@@ -19,6 +19,7 @@
 //! what it made due ([`clock_moved`]); and `try_recv`'s catch-up
 //! ([`catch_up`]), which decides when "nothing is due" is a true answer.
 
+use crate::admission::LAG;
 use crate::clock::NEVER;
 use crate::cmd::Cmd;
 use crate::enqueue;
@@ -98,6 +99,17 @@ pub(crate) fn after_round<T>(s: &Shared<T>, r: &Round, taker: bool) {
     if others > 0 {
         s.signals.consumers.notify(others);
     }
+}
+
+/// A sampling send's look (`sender::pace`): whether the oldest due item in
+/// the index has waited longer than the admission rule's [`LAG`], by one
+/// load of `index_head` and a clock reading. (`index_head` is a lower bound:
+/// after cancels, or on the wheel's slot boundaries, it can read older than
+/// the head is; the next round corrects it.)
+pub(crate) fn lagging<T>(s: &Shared<T>) -> bool {
+    // Relaxed: a hint for the admission gate.
+    let head = s.index_head.load(Ordering::Relaxed);
+    head != NEVER && s.now_ticks().saturating_sub(head) > LAG.as_nanos() as u64
 }
 
 /// The dequeue proxy: performs the dequeue role only for whoever made it

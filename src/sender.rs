@@ -99,14 +99,21 @@ fn attempt_send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<
 
 /// Back-pressure for a blocking send whose item is already handed over
 /// (`admission.rs`): one send in `INGRESS_SAMPLE` reads the ingress depth and
-/// shuts the gate when commands pile up in front of the enqueue role; a send
+/// the age of the oldest due item in the index, and shuts the gate when
+/// commands pile up in front of the enqueue role, or when due items wait too
+/// long while consumers take (`Admission::lagging`); a send
 /// that finds the gate shut waits there (at most `MAX_WAIT`, and never past
 /// `until`) before it returns, so the pause slows its caller's next send and not
 /// the item just sent. Costs one load while the gate is open.
 fn pace<T>(s: &Shared<T>, key: u64, until: Option<Instant>) {
     let gate = &s.signals.admission;
-    if key % INGRESS_SAMPLE == 0 && !s.clock.is_mock() && s.ingress.len() > INGRESS_DEEP {
-        gate.shut(Reason::Ingress);
+    if key % INGRESS_SAMPLE == 0 && !s.clock.is_mock() {
+        if s.ingress.len() > INGRESS_DEEP {
+            gate.shut(Reason::Ingress);
+        }
+        if crate::dequeue::lagging(s) {
+            gate.lagging(s.egress.taken_so_far());
+        }
     }
     if gate.is_shut() {
         let start = s.metrics.recording().then(Instant::now);
