@@ -82,10 +82,10 @@ pub(crate) fn round<T>(s: &Shared<T>, now: u64) -> Round {
 
 /// After a round, with the role released: the admission rule, the metrics,
 /// and the wake-ups for what it moved. A performer that will take one item
-/// itself (`taker`) wakes one consumer for the rest (its own take wakes
-/// another: `receiver::taken`), any other two; each consumer that leaves
-/// items behind wakes one more, so the wake-ups spread over the consumers'
-/// threads.
+/// itself (`taker`) wakes nobody: its own take wakes one consumer for what it
+/// leaves (`receiver::taken`); any other performer wakes two. Each consumer
+/// that leaves items behind wakes one more, so the wake-ups spread over the
+/// consumers' threads, one per item at most.
 pub(crate) fn after_round<T>(s: &Shared<T>, r: &Round, taker: bool) {
     if !s.clock.is_mock() {
         s.signals.admission.after_round(r.due_left, Duration::from_nanos(r.lag));
@@ -95,7 +95,7 @@ pub(crate) fn after_round<T>(s: &Shared<T>, r: &Round, taker: bool) {
     if s.metrics.recording() {
         s.sample_metrics();
     }
-    let others = if taker { r.moved.saturating_sub(1).min(1) } else { r.moved.min(2) };
+    let others = if taker { 0 } else { r.moved.min(2) };
     if others > 0 {
         s.signals.consumers.notify(others);
     }
