@@ -38,7 +38,11 @@
 //! is removed from its set when a script meets it, and otherwise ignored: one
 //! missing hash must not stop every consumer.
 
-/// Shared by every script: `KEYS[1]` is the queue's key prefix.
+/// Shared by every script: `KEYS[1]` is the queue's key prefix. A due time
+/// argument (`due`) is µs after the server's now (`"5000"`, may be
+/// negative), or `@` and µs since the epoch on the server's clock
+/// (`"@1700000000000000"`: an instant the client mapped with its offset
+/// estimate, `clock.rs`).
 const PROLOGUE: &str = r#"
 local p = KEYS[1]
 local t = redis.call('TIME')
@@ -55,10 +59,14 @@ local function unlink(id)
   redis.call('ZREM', p .. 'leased', id)
   redis.call('ZREM', p .. 'dead', id)
 end
+local function due(a)
+  if string.byte(a, 1) == 64 then return tonumber(string.sub(a, 2)) end
+  return now + tonumber(a)
+end
 "#;
 
-/// ARGV: nonce, nonce TTL, max_attempts, n, then n triples (delay µs from the
-/// server's now, may be negative; kind; payload). Returns the ids, in order.
+/// ARGV: nonce, nonce TTL, max_attempts, n, then n triples (due time, as
+/// `due` reads it; kind; payload). Returns the ids, in order.
 const SEND: &str = r#"
 local c = cached(ARGV[1])
 if c then return cjson.decode(c) end
@@ -67,7 +75,7 @@ local n = tonumber(ARGV[4])
 local ids = {}
 local earliest = nil
 for i = 1, n do
-  local at = now + tonumber(ARGV[2 + 3 * i])
+  local at = due(ARGV[2 + 3 * i])
   if at < 0 then at = 0 end
   local id = redis.call('INCR', p .. 'seq')
   redis.call('HSET', p .. 'job:' .. id, 'payload', ARGV[4 + 3 * i], 'kind', ARGV[3 + 3 * i], 'deadline', at,
@@ -197,8 +205,9 @@ remember(ARGV[1], cjson.encode(out))
 return out
 "#;
 
-/// ARGV: nonce, nonce TTL, id, token, delay µs, error (`""`: keep the job's
-/// last error). Retry at now + delay, or dead after the last attempt.
+/// ARGV: nonce, nonce TTL, id, token, due time (as `due` reads it), error
+/// (`""`: keep the job's last error). Retry then, or dead after the last
+/// attempt.
 const NACK: &str = r#"
 local c = cached(ARGV[1])
 if c then return tonumber(c) end
@@ -213,7 +222,7 @@ if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
     redis.call('HSET', k, 'state', 'd', 'token', 0)
     redis.call('ZADD', p .. 'dead', now, id)
   else
-    local at = now + tonumber(ARGV[5])
+    local at = due(ARGV[5])
     if at < 0 then at = 0 end
     redis.call('HSET', k, 'state', 'p', 'token', 0, 'deadline', at)
     redis.call('ZADD', p .. 'pending', at, id)
@@ -273,7 +282,8 @@ remember(ARGV[1], r)
 return r
 "#;
 
-/// ARGV: nonce, nonce TTL, id, delay µs, max_attempts. A dead job back to pending.
+/// ARGV: nonce, nonce TTL, id, due time (as `due` reads it), max_attempts. A
+/// dead job back to pending.
 const REQUEUE: &str = r#"
 local c = cached(ARGV[1])
 if c then return tonumber(c) end
@@ -281,7 +291,7 @@ local id = ARGV[3]
 local k = p .. 'job:' .. id
 local r = 0
 if redis.call('HGET', k, 'state') == 'd' then
-  local at = now + tonumber(ARGV[4])
+  local at = due(ARGV[4])
   if at < 0 then at = 0 end
   local attempt = tonumber(redis.call('HGET', k, 'attempt'))
   redis.call('ZREM', p .. 'dead', id)
