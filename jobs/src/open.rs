@@ -4,24 +4,33 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use delayq_durable::{DurableError, DurableQueue, Inspect, RedisQueue};
+use std::time::Duration;
+
+use delayq_durable::{DurableError, Inspect, OfflineFile, RedisQueue};
 
 use crate::sidecar;
 
 /// A queue to inspect, either backend.
 pub type Queue = Arc<dyn Inspect>;
 
-/// Opens an existing embedded file (never creates one). A file another
+/// Opens an existing embedded file for inspection ([`OfflineFile`]: reads
+/// open it read-only and run no crash recovery; it is never created, and a
+/// file that is not a delayq database is refused unchanged). A file another
 /// process holds is an error naming that process and its dashboard, when
 /// its sidecar (`PATH.dashboard`) says.
 pub fn embedded(path: &Path) -> Result<Queue, String> {
     if !path.exists() {
         return Err(format!("no database at {}", path.display()));
     }
-    match DurableQueue::open(path) {
-        Ok(q) => Ok(Arc::new(q)),
-        Err(DurableError::Locked { .. }) => Err(locked_message(path)),
-        Err(e) => Err(format!("opening {}: {e}", path.display())),
+    OfflineFile::open(path).map(|f| Arc::new(f) as Queue).map_err(|e| file_error(path, e))
+}
+
+/// What to say when opening or reading `path` failed: the error names the
+/// file itself (no "opening X: opening X").
+pub fn file_error(path: &Path, e: DurableError) -> String {
+    match e {
+        DurableError::Locked { .. } => locked_message(path),
+        e => e.to_string(),
     }
 }
 
@@ -39,9 +48,20 @@ pub fn locked_message(path: &Path) -> String {
     msg
 }
 
-/// Connects to the Redis queue `name` at `url`.
-pub fn redis(url: &str, name: &str) -> Result<Queue, String> {
-    RedisQueue::connect(url, name)
-        .map(|q| Arc::new(q) as Queue)
-        .map_err(|e| format!("connecting to {url}: {e}"))
+/// Connects to the Redis queue `name` at `url` (retrying a dropped
+/// connection for 3 s, not the library's 10: an operator is waiting). With
+/// `must_exist`, a queue no job was ever sent to is an error (a typo'd name
+/// would show an empty queue).
+pub fn redis(url: &str, name: &str, must_exist: bool) -> Result<Queue, String> {
+    let q = RedisQueue::builder()
+        .retry_for(Duration::from_secs(3))
+        .io_timeout(Duration::from_secs(3))
+        .connect(url, name)
+        .map_err(|e| format!("connecting to {url}: {e}"))?;
+    if must_exist && !q.exists().map_err(|e| format!("reading {url}: {e}"))? {
+        return Err(format!(
+            "no queue named {name:?} at {url}: no job was ever sent to it (check --name; queue names are case-sensitive)"
+        ));
+    }
+    Ok(Arc::new(q))
 }

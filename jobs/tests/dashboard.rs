@@ -38,11 +38,23 @@ fn fill(q: &DurableQueue) -> JobId {
 
 /// A request on its own connection: (status, body).
 fn http(addr: SocketAddr, method: &str, path: &str, body: &str, headers: &str) -> (u16, String) {
+    http_as(&addr.to_string(), addr, method, path, body, headers)
+}
+
+/// A request naming `host` in its `Host` header.
+fn http_as(
+    host: &str,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+    headers: &str,
+) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{headers}Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{headers}Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -50,6 +62,16 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: &str, headers: &str) -
     s.read_to_string(&mut reply).unwrap();
     let status = reply[9..12].parse().unwrap();
     (status, reply)
+}
+
+/// The CSRF token in a page's forms.
+fn token(page: &str) -> String {
+    find_token(page).unwrap_or_else(|| panic!("no token in {page}"))
+}
+
+fn find_token(page: &str) -> Option<String> {
+    let at = page.find("name=csrf value=")? + 16;
+    Some(page[at..].split(|c: char| !c.is_ascii_hexdigit()).next()?.to_string())
 }
 
 fn count(page: &str, state: &str) -> u64 {
@@ -90,11 +112,18 @@ fn writes_move_jobs_and_other_origins_are_refused() {
     let dir = temp_dir("rw");
     let q = DurableQueue::open(dir.join("jobs.redb")).unwrap();
     let dead = fill(&q);
-    let options = Options { allow_writes: true, sidecar: None };
+    let options = Options { allow_writes: true, ..Options::default() };
     let server = dashboard::serve(Arc::new(q.clone()), "127.0.0.1:0".parse().unwrap(), options).unwrap();
-    let form = format!("id={}", dead.0);
+    let (_, page) = http(server.addr(), "GET", "/", "", "");
+    let t = token(&page);
+    let form = format!("id={}&csrf={t}", dead.0);
     let (status, _) = http(server.addr(), "POST", "/requeue", &form, "Origin: http://evil.example\r\n");
     assert_eq!(status, 403);
+    assert_eq!(q.job(dead).unwrap().unwrap().state, JobState::Dead);
+    let (status, _) = http(server.addr(), "POST", "/requeue", &format!("id={}", dead.0), "");
+    assert_eq!(status, 403, "no CSRF token");
+    let (status, _) = http(server.addr(), "POST", "/requeue", &format!("id={}&csrf=0{t}", dead.0), "");
+    assert_eq!(status, 403, "a wrong CSRF token");
     assert_eq!(q.job(dead).unwrap().unwrap().state, JobState::Dead);
     let (status, reply) = http(server.addr(), "POST", "/requeue", &form, "");
     assert_eq!(status, 303, "{reply}");
@@ -106,14 +135,73 @@ fn writes_move_jobs_and_other_origins_are_refused() {
     let job = q.reserve(Duration::from_secs(60)).unwrap();
     assert!(q.kill(&job, "again").unwrap());
     let origin = format!("Origin: http://{}\r\n", server.addr());
-    let (status, _) = http(server.addr(), "POST", "/delete", &format!("id={}", job.id().0), &origin);
+    let (status, _) = http(server.addr(), "POST", "/delete", &format!("id={}&csrf={t}", job.id().0), &origin);
     assert_eq!(status, 303);
     assert_eq!(q.job(job.id()).unwrap(), None);
-    let (status, _) = http(server.addr(), "POST", "/delete", "id=notanumber", "");
+    let (status, _) = http(server.addr(), "POST", "/delete", &format!("id=notanumber&csrf={t}"), "");
     assert_eq!(status, 422, "bad input is a client error");
     server.shutdown();
     drop(q);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_forged_host_is_refused_for_reads_and_writes() {
+    let dir = temp_dir("host");
+    let q = DurableQueue::open(dir.join("jobs.redb")).unwrap();
+    let dead = fill(&q);
+    let options = Options { allow_writes: true, ..Options::default() };
+    let server = dashboard::serve(Arc::new(q.clone()), "127.0.0.1:0".parse().unwrap(), options).unwrap();
+    let addr = server.addr();
+    let (_, page) = http(addr, "GET", "/", "", "");
+    // (The token the page gives, if any: the Host check comes first.)
+    let form = format!("id={}&csrf={}", dead.0, find_token(&page).unwrap_or_default());
+    // What DNS rebinding produces: Origin and Host both name the attacker's site.
+    let evil = format!("attacker.example:{}", addr.port());
+    let origin = format!("Origin: http://{evil}\r\n");
+    let (status, _) = http_as(&evil, addr, "POST", "/delete", &form, &origin);
+    assert_eq!(status, 421);
+    assert_eq!(q.job(dead).unwrap().unwrap().state, JobState::Dead, "not deleted");
+    let (status, body) = http_as(&evil, addr, "GET", "/", "", "");
+    assert_eq!(status, 421);
+    assert!(!body.contains("email.send"), "no payload leaks: {body}");
+    // Loopback names are served.
+    for host in [format!("localhost:{}", addr.port()), format!("127.0.0.1:{}", addr.port())] {
+        assert_eq!(http_as(&host, addr, "GET", "/", "", "").0, 200, "{host}");
+    }
+    server.shutdown();
+    drop(q);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[path = "../../durable/tests/redis_server/mod.rs"]
+mod redis_server;
+
+#[test]
+fn a_redis_outage_is_shown_in_the_page_which_keeps_refreshing() {
+    if !redis_server::available() {
+        return;
+    }
+    let server = redis_server::RedisServer::start("jobs-outage");
+    let q = delayq_durable::RedisQueue::builder()
+        .retry_for(Duration::from_millis(300))
+        .connect(&server.url(), "outage")
+        .unwrap();
+    q.send_after(b"x", Duration::from_secs(60)).unwrap();
+    let dash =
+        dashboard::serve(Arc::new(q.clone()), "127.0.0.1:0".parse().unwrap(), Options::default()).unwrap();
+    let (status, page) = http(dash.addr(), "GET", "/", "", "");
+    assert_eq!((status, count(&page, "pending")), (200, 1));
+    server.kill();
+    let (status, page) = http(dash.addr(), "GET", "/", "", "");
+    assert_eq!(status, 503);
+    assert!(page.contains("<!doctype html>") && page.contains("id=error"), "an HTML page: {page}");
+    assert!(page.contains("the queue failed: redis:"), "{page}");
+    assert!(page.contains("http-equiv=refresh"), "it keeps refreshing: {page}");
+    server.restart();
+    let (status, page) = http(dash.addr(), "GET", "/", "", "");
+    assert_eq!((status, count(&page, "pending")), (200, 1), "the same tab recovers");
+    dash.shutdown();
 }
 
 fn chromium_available() -> bool {
@@ -173,8 +261,17 @@ fn a_browser_sees_the_counts_presses_requeue_and_takes_a_screenshot() {
          }};</script>",
         dead.0
     );
-    let app = dashboard::router(Arc::new(q.clone()), Options { allow_writes: true, sidecar: None })
-        .route("/press", get(move || async move { Html(press.clone()) }));
+    // A page that loads the dashboard in a 1400 px frame and says whether
+    // every requeue button fits in it.
+    let measure = "<!doctype html><iframe id=f src=\"/\" width=1400 height=900 style=border:0></iframe><script>\
+         document.getElementById('f').onload = function () {\
+           const d = this.contentDocument, w = d.documentElement.clientWidth;\
+           const right = Math.max(...[...d.querySelectorAll('button')].map(b => b.getBoundingClientRect().right));\
+           document.title = right <= w ? 'fits' : 'overflows ' + right + ' > ' + w;\
+         };</script>";
+    let app = dashboard::router(Arc::new(q.clone()), Options { allow_writes: true, ..Options::default() })
+        .route("/press", get(move || async move { Html(press.clone()) }))
+        .route("/measure", get(move || async move { Html(measure) }));
     let server = dashboard::serve_router(app, "127.0.0.1:0".parse().unwrap()).unwrap();
     let profile = dir.join("profile");
 
@@ -202,6 +299,13 @@ fn a_browser_sees_the_counts_presses_requeue_and_takes_a_screenshot() {
         &[&format!("--screenshot={}", png.display()), "--window-size=1200,800"],
         &server.url(),
     );
+    // One long unbroken error does not push the buttons off a 1400 px window.
+    q.send_kind_at("report.daily", b"{}", SystemTime::now()).unwrap();
+    let job = q.reserve(Duration::from_secs(600)).unwrap();
+    assert!(q.kill(&job, &format!("thread 'worker' panicked: {}", "x".repeat(3000))).unwrap());
+    let dom =
+        chromium(&profile, &["--dump-dom", "--virtual-time-budget=10000"], &format!("{}measure", server.url()));
+    assert!(dom.contains("<title>fits</title>"), "the buttons: {}", &dom[..dom.len().min(400)]);
     let bytes = std::fs::read(&png).unwrap();
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
     if let Some(to) = std::env::var_os("DELAYQ_DASHBOARD_PNG") {

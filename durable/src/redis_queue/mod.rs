@@ -24,6 +24,7 @@ use redis::{FromRedisValue, ScriptInvocation, Value};
 
 use crate::contract::JobQueue;
 use crate::error::DurableError;
+use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page};
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
 use crate::stop::StopSignal;
 
@@ -36,6 +37,18 @@ use self::watch::{Notifier, Source, Watch};
 /// The most jobs one `reserve_many` leases (a larger `max` is taken as this):
 /// each may-be-leased job carries its token in the script's arguments.
 pub(crate) const MAX_RESERVE: usize = 1000;
+
+/// The most entries one inspection script reads or changes (a listing, a
+/// bulk requeue or delete goes on in further scripts): each is a few
+/// milliseconds of the server's single thread at most, so a listing of
+/// 200,000 jobs never stalls the server's other clients.
+pub(crate) const MAX_BATCH: usize = 500;
+
+/// The most inspection scripts one `page` call runs (a filter that keeps
+/// few jobs returns fewer than asked, with a cursor to go on from).
+fn listing_calls() -> usize {
+    40
+}
 
 /// Durable delayed jobs in a Redis server: the same contract and calls as
 /// [`DurableQueue`](crate::DurableQueue), shared by every process that connects
@@ -959,48 +972,141 @@ impl RedisQueue {
         parse_dead(reply, clock)
     }
 
-    /// The inspection API's guarded delete (`inspect.rs`): only a job whose
-    /// state letter is in `letters`.
-    pub(crate) fn cancel_in(&self, id: JobId, letters: &str) -> Result<bool, DurableError> {
-        self.flag("cancelling", Name::CancelIn, &[id.0.to_string(), letters.to_string()])
-    }
-
-    /// The inspection API's read (`inspect.rs`): `args` is `["set", name,
-    /// last index]` or `["job", id]`; jobs with their state letter (`p`, `l`,
-    /// `d`). The lease token is never read: a listed job cannot be acked.
-    pub(crate) fn inspect(&self, args: &[String]) -> Result<Vec<(u8, Job)>, DurableError> {
-        let clock = self.clock();
-        let mut inv = self.invocation(Name::Inspect);
-        inv.arg(args);
-        let reply: Value = self.run("inspecting jobs", Name::Inspect, &inv)?;
-        let mut items = array(reply)?.into_iter();
-        items.next(); // the server's now: not needed
-        let mut out = Vec::new();
-        while let Some(id) = items.next() {
-            let mut f: Vec<Value> = items.by_ref().take(7).collect();
-            if f.len() < 7 {
-                return Err(DurableError::Redis("inspecting jobs: a short reply".into()));
+    /// The inspection API's guarded delete (`inspect.rs`): each job only if
+    /// its state letter is in `letters`; one script per [`MAX_BATCH`] ids.
+    pub(crate) fn cancel_many_in(&self, ids: &[JobId], letters: &str) -> Result<Vec<bool>, DurableError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(MAX_BATCH) {
+            let mut inv = self.invocation(Name::CancelIn);
+            inv.arg(self.nonce()).arg(self.inner.nonce_ttl).arg(letters).arg(chunk.len());
+            for id in chunk {
+                inv.arg(id.0);
             }
-            let lease_until = f.pop().map(|v| int(&v).unwrap_or(0)).unwrap_or(0);
-            let error = text(f.pop().unwrap_or(Value::Nil));
-            let kind = text(f.pop().unwrap_or(Value::Nil));
-            let payload = bytes(f.pop().unwrap_or(Value::Nil));
-            let state = bytes(f[0].clone()).first().copied().unwrap_or(b'p');
-            out.push((
-                state,
-                Job {
-                    id: JobId(int(&id)? as u64),
-                    payload,
-                    deadline: clock.client_ns(int(&f[2])?),
-                    attempt: u32::try_from(int(&f[1])?).unwrap_or(u32::MAX),
-                    token: 0,
-                    lease_until: if state == b'l' { clock.client_ns(lease_until) } else { 0 },
-                    kind,
-                    last_error: (!error.is_empty()).then_some(error),
-                },
-            ));
+            let flags: Vec<i64> = self.run("cancelling", Name::CancelIn, &inv)?;
+            out.extend(flags.into_iter().map(|f| f == 1));
         }
         Ok(out)
+    }
+
+    /// The inspection API's bulk requeue (`inspect.rs`): each dead job back to
+    /// pending, due at `at`; one script per [`MAX_BATCH`] ids.
+    pub(crate) fn requeue_dead_many(&self, ids: &[JobId], at: SystemTime) -> Result<Vec<bool>, DurableError> {
+        let due = self.due_at(at)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(MAX_BATCH) {
+            let mut inv = self.invocation(Name::RequeueMany);
+            inv.arg(self.nonce()).arg(self.inner.nonce_ttl).arg(due.arg()).arg(self.inner.max_attempts);
+            inv.arg(chunk.len());
+            for id in chunk {
+                inv.arg(id.0);
+            }
+            let flags: Vec<i64> = self.run("requeueing", Name::RequeueMany, &inv)?;
+            out.extend(flags.into_iter().map(|f| f == 1));
+        }
+        Ok(out)
+    }
+
+    /// The inspection API's listing (`inspect.rs`): from index `cursor` of
+    /// the state's set, scripts of at most [`MAX_BATCH`] entries each until
+    /// `limit` jobs matched or the set ended. The lease token is never read.
+    pub(crate) fn inspect_page(
+        &self,
+        state: JobState,
+        filter: &Filter,
+        cursor: u64,
+        limit: usize,
+    ) -> Result<Page, DurableError> {
+        let mut page = Page { jobs: Vec::new(), next: Some(cursor) };
+        // A bound on the scripts of one call, as the embedded file's budget.
+        let mut calls = listing_calls();
+        while let (Some(from), true, true) = (page.next, page.jobs.len() < limit, calls > 0) {
+            calls -= 1;
+            let mut inv = self.invocation(Name::Inspect);
+            inv.arg("set").arg(state.as_str()).arg(from).arg(MAX_BATCH).arg(limit - page.jobs.len());
+            match &filter.kind {
+                Some(kind) => inv.arg("1").arg(kind),
+                None => inv.arg("0").arg(""),
+            };
+            inv.arg(filter.error.as_deref().unwrap_or("").to_ascii_lowercase());
+            let (jobs, next) = self.inspected(&inv)?;
+            page.jobs.extend(jobs);
+            page.next = next;
+        }
+        Ok(page)
+    }
+
+    /// The inspection API's read of one job (`inspect.rs`).
+    pub(crate) fn inspect_job(&self, id: JobId) -> Result<Option<JobInfo>, DurableError> {
+        let mut inv = self.invocation(Name::Inspect);
+        inv.arg("job").arg(id.0);
+        Ok(self.inspected(&inv)?.0.into_iter().next())
+    }
+
+    /// Runs the inspect script: the jobs, and the index to read on from.
+    fn inspected(&self, inv: &ScriptInvocation<'_>) -> Result<(Vec<JobInfo>, Option<u64>), DurableError> {
+        let clock = self.clock();
+        let reply: Value = self.run("inspecting jobs", Name::Inspect, inv)?;
+        let mut items = array(reply)?.into_iter();
+        items.next(); // the server's now: not needed
+        let next = int(&items.next().unwrap_or(Value::Int(-1)))?;
+        let time = |v: &Value| int(v).ok().map(|us| crate::job::from_nanos(clock.client_ns(us)));
+        let mut out = Vec::new();
+        while let Some(id) = items.next() {
+            let f: Vec<Value> = items.by_ref().take(8).collect();
+            let [state, attempt, deadline, payload, kind, error, lease_until, score] =
+                <[Value; 8]>::try_from(f)
+                    .map_err(|_| DurableError::Redis("inspecting jobs: a short reply".into()))?;
+            let state = match bytes(state).first() {
+                Some(b'l') => JobState::Leased,
+                Some(b'd') => JobState::Dead,
+                _ => JobState::Pending,
+            };
+            let error = text(error);
+            out.push(JobInfo {
+                id: JobId(int(&id)? as u64),
+                state,
+                kind: text(kind),
+                deadline: crate::job::from_nanos(clock.client_ns(int(&deadline)?)),
+                attempt: u32::try_from(int(&attempt)?).unwrap_or(u32::MAX),
+                lease_deadline: if state == JobState::Leased { time(&lease_until) } else { None },
+                died_at: if state == JobState::Dead { time(&score) } else { None },
+                last_error: (!error.is_empty()).then_some(error),
+                payload: bytes(payload),
+            });
+        }
+        Ok((out, u64::try_from(next).ok()))
+    }
+
+    /// The inspection API's counts by kind (`inspect.rs`): each set read in
+    /// scripts of at most [`MAX_BATCH`] entries.
+    pub(crate) fn inspect_kinds(&self) -> Result<Vec<KindCounts>, DurableError> {
+        let mut kinds: std::collections::BTreeMap<String, [u64; 3]> = Default::default();
+        for (slot, set) in ["pending", "leased", "dead"].into_iter().enumerate() {
+            let mut from = 0i64;
+            while from >= 0 {
+                let mut inv = self.invocation(Name::Kinds);
+                inv.arg(set).arg(from).arg(MAX_BATCH);
+                let reply: Value = self.run("counting kinds", Name::Kinds, &inv)?;
+                let mut items = array(reply)?.into_iter();
+                from = int(&items.next().unwrap_or(Value::Int(-1)))?;
+                while let (Some(kind), Some(n)) = (items.next(), items.next()) {
+                    kinds.entry(text(kind)).or_default()[slot] += int(&n)?.max(0) as u64;
+                }
+            }
+        }
+        Ok(kinds
+            .into_iter()
+            .map(|(kind, c)| KindCounts { kind, pending: c[0], leased: c[1], dead: c[2] })
+            .collect())
+    }
+
+    /// Whether a job was ever sent to this queue (its id counter exists): a
+    /// queue name with no keys is most likely a typo.
+    pub fn exists(&self) -> Result<bool, DurableError> {
+        let key = format!("{}seq", self.inner.prefix);
+        let n: i64 =
+            self.inner.pool.run("looking for the queue", |con| redis::cmd("EXISTS").arg(&key).query(con))?;
+        Ok(n > 0)
     }
 
     /// Stops sends and reserves from this handle (they fail with

@@ -330,37 +330,120 @@ end
 return out
 "#;
 
-/// ARGV: nonce, nonce TTL, id, the state letters it may be in (`pd`…).
-/// Deletes the job only in one of those states (the inspection API's guarded delete).
+/// ARGV: nonce, nonce TTL, the state letters a job may be in (`pd`…), n,
+/// then n ids. Deletes each job only in one of those states (the
+/// inspection API's guarded delete); the flags in order. The client sends
+/// at most [`MAX_BATCH`](super::MAX_BATCH) ids a call.
 const CANCEL_IN: &str = r#"
 local c = cached(ARGV[1])
-if c then return tonumber(c) end
-local s = redis.call('HGET', p .. 'job:' .. ARGV[3], 'state')
-local r = 0
-if s and string.find(ARGV[4], s, 1, true) then
-  r = redis.call('DEL', p .. 'job:' .. ARGV[3])
-  unlink(ARGV[3])
+if c then return cjson.decode(c) end
+local out = {}
+for i = 1, tonumber(ARGV[4]) do
+  local id = ARGV[4 + i]
+  local s = redis.call('HGET', p .. 'job:' .. id, 'state')
+  out[i] = 0
+  if s and string.find(ARGV[3], s, 1, true) then
+    out[i] = redis.call('DEL', p .. 'job:' .. id)
+    unlink(id)
+  end
 end
-remember(ARGV[1], r)
-return r
+remember(ARGV[1], cjson.encode(out))
+return out
 "#;
 
-/// The inspection API's read (`inspect.rs`). ARGV: `set`, a set name
-/// (`pending`, `leased` or `dead`), and the last index to list; or `job` and
-/// an id. Returns `{now, ...}`, eight fields per job (id, state, attempt,
-/// deadline, payload, kind, error, lease_until — absent ones `""`), in the
-/// set's order (due time, lease end, time of death). Changes nothing: an entry
-/// without its hash is skipped, not removed.
+/// ARGV: nonce, nonce TTL, due time (as `due` reads it), max_attempts, n, then n ids. `REQUEUE`
+/// for each (a dead job back to pending); the flags in order. At most
+/// [`MAX_BATCH`](super::MAX_BATCH) ids a call.
+const REQUEUE_MANY: &str = r#"
+local c = cached(ARGV[1])
+if c then return cjson.decode(c) end
+local at = due(ARGV[3])
+if at < 0 then at = 0 end
+local out = {}
+local any = false
+for i = 1, tonumber(ARGV[5]) do
+  local id = ARGV[5 + i]
+  local k = p .. 'job:' .. id
+  out[i] = 0
+  if redis.call('HGET', k, 'state') == 'd' then
+    local attempt = tonumber(redis.call('HGET', k, 'attempt'))
+    redis.call('ZREM', p .. 'dead', id)
+    redis.call('HSET', k, 'state', 'p', 'token', 0, 'deadline', at, 'dead_after', attempt + tonumber(ARGV[4]))
+    redis.call('ZADD', p .. 'pending', at, id)
+    out[i] = 1
+    any = true
+  end
+end
+if any then redis.call('PUBLISH', p .. 'wake', at) end
+remember(ARGV[1], cjson.encode(out))
+return out
+"#;
+
+/// The inspection API's read (`inspect.rs`), bounded: ARGV `set`, a set name
+/// (`pending`, `leased` or `dead`), the first index to read, how many
+/// entries to read at most, how many jobs to return at most, `1` to keep one
+/// kind only (`0`: any) and that kind, and text the last error must contain
+/// (lower case, `""`: any); or `job` and an id. Returns `{now, next, ...}`:
+/// `next` the index to read on from (-1: the set's end), then nine fields
+/// per job (id, state, attempt, deadline, payload, kind, error, lease_until,
+/// its score in the set: the time of death for a dead job — absent ones
+/// `""`), in the set's order (due time, lease end, time of death). Changes
+/// nothing: an entry without its hash is skipped, not removed. The client
+/// reads at most [`MAX_BATCH`](super::MAX_BATCH) entries a call, so no call
+/// holds the server for long, whatever the listing's length.
 const INSPECT: &str = r#"
 local ids
-if ARGV[1] == 'job' then ids = {ARGV[2]} else ids = redis.call('ZRANGE', p .. ARGV[2], 0, ARGV[3]) end
-local out = {now}
-for _, id in ipairs(ids) do
+local out = {now, -1}
+if ARGV[1] == 'job' then
+  ids = {ARGV[2], redis.call('ZSCORE', p .. 'dead', ARGV[2]) or ''}
+else
+  local start = tonumber(ARGV[3])
+  local budget = tonumber(ARGV[4])
+  ids = redis.call('ZRANGE', p .. ARGV[2], start, start + budget - 1, 'WITHSCORES')
+  if #ids == 2 * budget then out[2] = start + budget end
+end
+local limit = tonumber(ARGV[5] or '1')
+local one_kind = ARGV[6] == '1'
+local needle = ARGV[8] or ''
+local n = 0
+for i = 1, #ids, 2 do
+  if n >= limit then
+    out[2] = tonumber(ARGV[3]) + (i - 1) / 2
+    break
+  end
+  local id = ids[i]
   local f = redis.call('HMGET', p .. 'job:' .. id, 'state', 'attempt', 'deadline', 'payload', 'kind', 'error', 'lease_until')
   if f[1] and f[2] and f[3] and f[4] then
-    table.insert(out, tonumber(id))
-    for i = 1, 7 do table.insert(out, f[i] or '') end
+    local kind = f[5] or ''
+    local err = f[6] or ''
+    if (not one_kind or kind == ARGV[7]) and (needle == '' or string.find(string.lower(err), needle, 1, true)) then
+      table.insert(out, tonumber(id))
+      for j = 1, 7 do table.insert(out, f[j] or '') end
+      table.insert(out, ids[i + 1])
+      n = n + 1
+    end
   end
+end
+return out
+"#;
+
+/// Counts by kind, bounded: ARGV a set name, the first index, how many
+/// entries to read at most. Returns `{next, kind, count, kind, count, ...}`
+/// for the entries read (`next` -1 at the set's end). Changes nothing.
+const KINDS: &str = r#"
+local start = tonumber(ARGV[2])
+local budget = tonumber(ARGV[3])
+local ids = redis.call('ZRANGE', p .. ARGV[1], start, start + budget - 1)
+local counts = {}
+for _, id in ipairs(ids) do
+  local k = redis.call('HGET', p .. 'job:' .. id, 'kind')
+  if k ~= false then counts[k] = (counts[k] or 0) + 1 end
+end
+local out = {-1}
+if #ids == budget then out[1] = start + budget end
+for k, n in pairs(counts) do
+  table.insert(out, k)
+  table.insert(out, n)
 end
 return out
 "#;
@@ -383,12 +466,14 @@ pub(crate) enum Name {
     Dead,
     Inspect,
     CancelIn,
+    RequeueMany,
+    Kinds,
 }
 
 impl Name {
     /// Every script, in `as usize` order.
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) const ALL: [Name; 13] = [
+    pub(crate) const ALL: [Name; 15] = [
         Name::Send,
         Name::Reserve,
         Name::Ack,
@@ -402,6 +487,8 @@ impl Name {
         Name::Dead,
         Name::Inspect,
         Name::CancelIn,
+        Name::RequeueMany,
+        Name::Kinds,
     ];
 
     /// The `script` label.
@@ -421,6 +508,8 @@ impl Name {
             Name::Dead => "dead",
             Name::Inspect => "inspect",
             Name::CancelIn => "cancel_in",
+            Name::RequeueMany => "requeue_many",
+            Name::Kinds => "kinds",
         }
     }
 }
@@ -441,6 +530,8 @@ pub(crate) struct Scripts {
     pub(crate) dead: redis::Script,
     pub(crate) inspect: redis::Script,
     pub(crate) cancel_in: redis::Script,
+    pub(crate) requeue_many: redis::Script,
+    pub(crate) kinds: redis::Script,
 }
 
 impl Scripts {
@@ -460,6 +551,8 @@ impl Scripts {
             dead: s(DEAD),
             inspect: s(INSPECT),
             cancel_in: s(CANCEL_IN),
+            requeue_many: s(REQUEUE_MANY),
+            kinds: s(KINDS),
         }
     }
 
@@ -479,6 +572,8 @@ impl Scripts {
             Name::Dead => &self.dead,
             Name::Inspect => &self.inspect,
             Name::CancelIn => &self.cancel_in,
+            Name::RequeueMany => &self.requeue_many,
+            Name::Kinds => &self.kinds,
         }
     }
 }
