@@ -48,7 +48,7 @@ fn sends_complete_while_a_full_table_read_runs() {
     let longest = reads.iter().map(|(s, e)| *e - *s).max().unwrap();
     eprintln!("{inside} of {} sends ran inside a read (longest read {longest:?})", sends.len());
     // On the writer thread a send waited for the read to end: none inside.
-    assert!(inside >= 3, "{inside} sends completed during the reads; the reads held the writer");
+    assert!(inside >= 10, "{inside} sends completed during the reads; the reads held the writer");
     drop(q);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use delayq_durable::{DurableError, Inspect, OfflineFile, RedisQueue};
 
+use crate::remote::RemoteQueue;
 use crate::sidecar;
 
 /// A queue to inspect, either backend.
@@ -16,13 +17,25 @@ pub type Queue = Arc<dyn Inspect>;
 /// Opens an existing embedded file for inspection ([`OfflineFile`]: reads
 /// open it read-only and run no crash recovery; it is never created, and a
 /// file that is not a delayq database is refused unchanged). A file another
-/// process holds is an error naming that process and its dashboard, when
-/// its sidecar (`PATH.dashboard`) says.
+/// process holds is reached through that process's dashboard when its
+/// sidecar (`PATH.dashboard`) names one ([`RemoteQueue`]); otherwise it is
+/// an error saying what to do.
 pub fn embedded(path: &Path) -> Result<Queue, String> {
     if !path.exists() {
         return Err(format!("no database at {}", path.display()));
     }
-    OfflineFile::open(path).map(|f| Arc::new(f) as Queue).map_err(|e| file_error(path, e))
+    match OfflineFile::open(path) {
+        Ok(f) => Ok(Arc::new(f)),
+        Err(DurableError::Locked { .. }) => match sidecar::read(path) {
+            // The application holds the file and serves its dashboard:
+            // through that dashboard's JSON API.
+            Some(h) => RemoteQueue::connect(&h.url, h.token)
+                .map(|q| Arc::new(q) as Queue)
+                .map_err(|e| format!("{} ({e})", locked_message(path))),
+            None => Err(locked_message(path)),
+        },
+        Err(e) => Err(file_error(path, e)),
+    }
 }
 
 /// What to say when opening or reading `path` failed: the error names the
@@ -42,8 +55,9 @@ pub fn locked_message(path: &Path) -> String {
     );
     match sidecar::read(path) {
         Some(h) => msg.push_str(&format!(" (process {} holds it; its dashboard is at {})", h.pid, h.url)),
-        None => msg
-            .push_str(" (stop that process, or have it serve the dashboard: delayq_jobs::dashboard::serve)"),
+        None => msg.push_str(
+            " (stop that process, or have it serve the dashboard with a sidecar, Options::sidecar: the CLI then goes through it)",
+        ),
     }
     msg
 }

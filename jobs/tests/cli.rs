@@ -232,7 +232,7 @@ fn hold_helper() {
     let q = DurableQueue::open(&path).unwrap();
     let server = std::env::var_os("DELAYQ_JOBS_SIDECAR").map(|_| {
         let options = delayq_jobs::dashboard::Options {
-            allow_writes: false,
+            allow_writes: std::env::var_os("DELAYQ_JOBS_WRITES").is_some(),
             sidecar: Some(path.clone()),
             ..Default::default()
         };
@@ -248,14 +248,14 @@ fn hold_helper() {
     drop(server);
 }
 
-fn held_by_child(sidecar: bool) {
-    let dir = temp_dir(if sidecar { "held-sidecar" } else { "held" });
-    let b = embedded(&dir);
-    drop((b.open)());
+/// Starts `hold_helper` on `path` (with a dashboard and sidecar, writes
+/// allowed or not); the child and its dashboard's URL (empty without).
+fn hold(path: &Path, sidecar: bool, writes: bool) -> (std::process::Child, String) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "hold_helper", "--nocapture", "--test-threads=1"])
-        .env("DELAYQ_JOBS_HOLD", dir.join("jobs.redb"))
+        .env("DELAYQ_JOBS_HOLD", path)
         .envs(sidecar.then_some(("DELAYQ_JOBS_SIDECAR", "1")))
+        .envs(writes.then_some(("DELAYQ_JOBS_WRITES", "1")))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -268,21 +268,70 @@ fn held_by_child(sidecar: bool) {
             break url.trim().to_string();
         }
     };
-    let err = refused(&b, &["stats"]);
-    assert!(err.contains("is held by another process"), "{err}");
+    // The rest of its output (libtest's result line) must find the pipe open.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, url)
+}
+
+fn held_by_child(sidecar: bool) {
+    let dir = temp_dir(if sidecar { "held-sidecar" } else { "held" });
+    let b = embedded(&dir);
+    fill(&b);
+    let (mut child, url) = hold(&dir.join("jobs.redb"), sidecar, false);
     if sidecar {
+        // Through the holder's dashboard: reads work, writes are its to allow.
         assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        let stats = ok(&b, &["stats"]);
         assert!(
-            err.contains(&format!("process {} holds it; its dashboard is at {url}", child.id())),
-            "{err}"
+            stats.contains(&format!("(through its dashboard at {url})")) && stats.contains("dead     1"),
+            "{stats}"
         );
+        let err = refused(&b, &["requeue", "--all-dead"]);
+        assert!(err.contains("read-only dashboard"), "{err}");
     } else {
-        assert!(err.contains("stop that process"), "{err}");
+        let err = refused(&b, &["stats"]);
+        assert!(err.contains("is held by another process") && err.contains("stop that process"), "{err}");
     }
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
     assert!(!delayq_jobs::sidecar::path_for(&dir.join("jobs.redb")).exists(), "the sidecar is removed");
-    assert!(ok(&b, &["stats"]).contains("pending  0"), "let go: the CLI opens it");
+    assert!(ok(&b, &["stats"]).contains("pending  1"), "let go: the CLI opens it");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_cli_reaches_a_held_file_through_its_dashboard_read_and_write() {
+    let dir = temp_dir("through");
+    let b = embedded(&dir);
+    let (pending, leased, dead) = fill(&b);
+    let path = dir.join("jobs.redb");
+    let (mut child, url) = hold(&path, true, true);
+    let sidecar = delayq_jobs::sidecar::path_for(&path);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&sidecar).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "its token is the owner's"
+    );
+    let stats = ok(&b, &["stats"]);
+    assert!(stats.contains(&format!("through its dashboard at {url}")), "{stats}");
+    // The holder's recovery ended the leases; its own state is what shows.
+    let list = ok(&b, &["list", "--state", "dead"]);
+    assert!(list.contains("smtp: 550\\nno such user") && list.contains("(1 dead job shown)"), "{list}");
+    let show = ok(&b, &["show", &dead.0.to_string()]);
+    assert!(show.contains("state       dead") && show.contains("died        "), "{show}");
+    assert!(refused(&b, &["show", "999999"]).contains("no job 999999"));
+    assert!(ok(&b, &["requeue", "--all-dead"]).contains("requeued 1 dead job"));
+    assert!(ok(&b, &["cancel", &pending.0.to_string()]).contains("cancelled job"));
+    let stats = ok(&b, &["stats"]);
+    assert!(stats.contains("dead     0"), "{stats}");
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let q = (b.open)();
+    assert_eq!(q.job(dead).unwrap().map(|j| j.state), Some(JobState::Pending));
+    assert_eq!(q.job(pending).unwrap(), None);
+    assert!(q.job(leased).unwrap().is_some());
+    drop(q);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -292,7 +341,7 @@ fn a_file_held_by_another_process_is_a_clear_error() {
 }
 
 #[test]
-fn a_file_held_by_a_dashboard_names_its_process_and_address() {
+fn a_file_held_by_a_dashboard_is_read_through_it() {
     held_by_child(true);
 }
 

@@ -303,13 +303,228 @@ fn a_browser_sees_the_counts_presses_requeue_and_takes_a_screenshot() {
     q.send_kind_at("report.daily", b"{}", SystemTime::now()).unwrap();
     let job = q.reserve(Duration::from_secs(600)).unwrap();
     assert!(q.kill(&job, &format!("thread 'worker' panicked: {}", "x".repeat(3000))).unwrap());
-    let dom =
-        chromium(&profile, &["--dump-dom", "--virtual-time-budget=10000"], &format!("{}measure", server.url()));
+    let dom = chromium(
+        &profile,
+        &["--dump-dom", "--virtual-time-budget=10000"],
+        &format!("{}measure", server.url()),
+    );
     assert!(dom.contains("<title>fits</title>"), "the buttons: {}", &dom[..dom.len().min(400)]);
     let bytes = std::fs::read(&png).unwrap();
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
     if let Some(to) = std::env::var_os("DELAYQ_DASHBOARD_PNG") {
         std::fs::copy(&png, to).unwrap();
+    }
+    server.shutdown();
+    drop(q);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `n` dead jobs without a kind (leases of 1 ms on a queue that allows one
+/// attempt: a few commits, not one per job), then `kinded` dead jobs of
+/// kind `report.daily`.
+fn many_dead(q: &DurableQueue, n: usize, kinded: usize) {
+    let payloads: Vec<Vec<u8>> = (0..n).map(|i| format!("{{\"order\":{i}}}").into_bytes()).collect();
+    let now = SystemTime::now();
+    let jobs: Vec<(&[u8], SystemTime)> = payloads.iter().map(|p| (p.as_slice(), now)).collect();
+    for chunk in jobs.chunks(5000) {
+        q.send_many(chunk).unwrap();
+    }
+    for i in 0..kinded {
+        q.send_kind_at("report.daily", format!("{{\"day\":{i}}}").as_bytes(), now).unwrap();
+    }
+    let total = (n + kinded) as u64;
+    let mut leased = 0;
+    while leased < total {
+        leased +=
+            q.reserve_many(Duration::from_millis(1), 1000, Duration::from_secs(5)).unwrap().len() as u64;
+    }
+    while q.stats().unwrap().dead < total {
+        assert!(q
+            .reserve_many(Duration::from_secs(60), 1000, Duration::from_millis(200))
+            .unwrap()
+            .is_empty());
+    }
+}
+
+/// Where the screenshots go: `DELAYQ_DASHBOARD_PNG_DIR` (the README's are
+/// made with `DELAYQ_DASHBOARD_PNG_DIR=durable/docs`), else the test's own
+/// directory.
+fn screenshot(profile: &Path, dir: &Path, name: &str, url: &str, height: u32) -> PathBuf {
+    let to = std::env::var_os("DELAYQ_DASHBOARD_PNG_DIR").map_or_else(|| dir.to_path_buf(), PathBuf::from);
+    let png = to.join(name);
+    chromium(
+        profile,
+        &[
+            &format!("--screenshot={}", png.display()),
+            &format!("--window-size=1400,{height}"),
+            "--virtual-time-budget=5000",
+        ],
+        url,
+    );
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+    png
+}
+
+#[test]
+#[ignore = "needs chromium: cargo test -p delayq-jobs --test dashboard -- --ignored"]
+fn a_browser_pages_20000_dead_jobs_filters_by_kind_and_retries_through_a_confirmation() {
+    if !chromium_available() {
+        return;
+    }
+    let dir = temp_dir("views");
+    let q = DurableQueue::builder().max_attempts(1).open(dir.join("jobs.redb")).unwrap();
+    many_dead(&q, 20_000, 12);
+    // A few live jobs of other kinds, for the overview and the lists.
+    let now = SystemTime::now();
+    for i in 0..3 {
+        q.send_kind_at(
+            "email.send",
+            format!("{{\"to\":\"user{i}@example.com\"}}").as_bytes(),
+            now + Duration::from_secs(600),
+        )
+        .unwrap();
+    }
+    // A page that drives the list in a frame (same origin: the clicks are
+    // the list's own buttons): every page of the dead jobs, then the kind
+    // filter, then "retry all matching", its confirmation, and the result.
+    let drive = r#"<!doctype html><iframe id=f src="list?state=dead&limit=1000" width=1400 height=900></iframe><script>
+      const f = document.getElementById('f');
+      const sleep = (ms) => new Promise(r => setTimeout(r, ms));
+      const doc = () => f.contentDocument;
+      let stage = 'loading';
+      async function until(test) { for (let i = 0; i < 600; i++) { const v = test(); if (v) return v; await sleep(50); } throw new Error('timed out ' + stage + ' at ' + pageText() + ' ' + (doc().getElementById('error')?.textContent || '')); }
+      const rows = () => doc().querySelectorAll('#jobs tr[id^=job-]');
+      const pageText = () => doc().getElementById('page')?.textContent || '';
+      async function run() {
+        await until(() => rows().length > 0);
+        let seen = new Set(), pages = 0;
+        for (;;) {
+          const text = pageText();
+          for (const r of rows()) seen.add(r.id);
+          pages++;
+          if (doc().getElementById('next').disabled) break;
+          stage = 'paging ' + pages;
+          doc().getElementById('next').click();
+          await until(() => pageText() !== text && pageText().startsWith('page ' + (pages + 1)));
+        }
+        stage = 'filtering';
+        f.src = 'list?state=dead&kind=report.daily';
+        await until(() => doc().readyState === 'complete' && doc().getElementById('kind')?.value === 'report.daily' && rows().length > 0);
+        const kinds = [...rows()].map(r => r.cells[2].textContent);
+        stage = 'asking';
+        doc().getElementById('requeue-all').click();
+        await until(() => !doc().getElementById('confirm-box').hidden);
+        const question = doc().getElementById('question').textContent;
+        stage = 'confirming';
+        doc().getElementById('confirm').click();
+        await until(() => !doc().getElementById('result').hidden);
+        const result = doc().getElementById('result').textContent;
+        document.title = JSON.stringify({ pages, seen: seen.size, filtered: kinds.length, kinds: [...new Set(kinds)], question, result });
+      }
+      run().catch(e => document.title = 'failed: ' + e.message);
+    </script>"#;
+    let app = dashboard::router(Arc::new(q.clone()), Options { allow_writes: true, ..Options::default() })
+        .route("/drive", get(move || async move { Html(drive) }));
+    let server = dashboard::serve_router(app, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let profile = dir.join("profile");
+    let dom = chromium(
+        &profile,
+        &["--dump-dom", "--virtual-time-budget=120000"],
+        &format!("{}drive", server.url()),
+    );
+    let title = dom.split("<title>").nth(1).and_then(|t| t.split("</title>").next()).unwrap_or("");
+    let title = title.replace("&quot;", "\"").replace("&amp;", "&");
+    let seen: serde_json::Value =
+        serde_json::from_str(&title).unwrap_or_else(|_| panic!("the driver did not finish: {title}"));
+    assert_eq!(seen["pages"], 21, "{seen}");
+    assert_eq!(seen["seen"], 20_012, "every dead job, once: {seen}");
+    assert_eq!(seen["filtered"], 12, "{seen}");
+    assert_eq!(seen["kinds"], serde_json::json!(["report.daily"]), "{seen}");
+    assert_eq!(seen["question"], "requeue every dead (of kind report.daily): 12 jobs?", "{seen}");
+    assert_eq!(seen["result"], "requeued 12 jobs", "{seen}");
+    let s = q.stats().unwrap();
+    assert_eq!((s.pending, s.dead), (15, 20_000), "the 12 are pending again");
+
+    // The views, for the README: the overview, a filtered list, its
+    // confirmation step, and a job.
+    let failures: [(&str, &str, &str); 10] = [
+        (
+            "email.send",
+            "{\"to\":\"ana@example.com\",\"template\":\"welcome\"}",
+            "smtp 550 5.1.1 <ana@example.com>: Recipient address rejected",
+        ),
+        (
+            "email.send",
+            "{\"to\":\"bo@example.org\",\"template\":\"reset\"}",
+            "smtp 550 5.1.1 <bo@example.org>: Recipient address rejected",
+        ),
+        (
+            "email.send",
+            "{\"to\":\"cy@example.net\",\"template\":\"welcome\"}",
+            "smtp 421 4.7.0 Try again later, closing connection",
+        ),
+        (
+            "email.send",
+            "{\"to\":\"di@example.com\",\"template\":\"invoice\"}",
+            "smtp 550 5.7.1 Message rejected as spam",
+        ),
+        (
+            "billing.charge",
+            "{\"invoice\":\"A-1043\",\"amount\":129900}",
+            "card_declined: insufficient_funds (request req_8Hk2LmQ)",
+        ),
+        (
+            "billing.charge",
+            "{\"invoice\":\"A-1051\",\"amount\":4900}",
+            "panicked at src/billing.rs:88:14: called `Option::unwrap()` on a `None` value",
+        ),
+        (
+            "webhook.deliver",
+            "{\"url\":\"https://hooks.example.com/orders\",\"event\":\"order.paid\"}",
+            "POST https://hooks.example.com/orders: 503 Service Unavailable after 30.0 s",
+        ),
+        (
+            "webhook.deliver",
+            "{\"url\":\"https://hooks.example.com/orders\",\"event\":\"order.shipped\"}",
+            "POST https://hooks.example.com/orders: 503 Service Unavailable after 30.0 s",
+        ),
+        (
+            "webhook.deliver",
+            "{\"url\":\"https://crm.example.net/hook\",\"event\":\"user.created\"}",
+            "POST https://crm.example.net/hook: connection refused (os error 111)",
+        ),
+        (
+            "thumbnail.make",
+            "{\"image\":\"uploads/7f3a.png\",\"sizes\":[64,256]}",
+            "lease expired (attempt 1)",
+        ),
+    ];
+    let mut detail = None;
+    for (kind, payload, error) in failures {
+        let id = q.send_kind_at(kind, payload.as_bytes(), SystemTime::now()).unwrap();
+        // (The requeued jobs, due now, come first: they stay leased.)
+        let job = loop {
+            let job = q.reserve(Duration::from_secs(600)).unwrap();
+            if job.id() == id {
+                break job;
+            }
+        };
+        assert!(q.kill(&job, error).unwrap());
+        if kind == "billing.charge" {
+            detail.get_or_insert(id);
+        }
+    }
+    q.send_kind_at("thumbnail.make", b"{\"image\":\"uploads/9c1d.png\"}", SystemTime::now()).unwrap();
+    q.reserve(Duration::from_secs(600)).unwrap(); // one leased
+    let u = server.url();
+    for (name, path, height) in [
+        ("dashboard.png", String::new(), 1000),
+        ("dashboard-list.png", "list?state=dead&kind=email.send".to_string(), 520),
+        ("dashboard-confirm.png", "list?state=dead&kind=webhook.deliver&ask=requeue".to_string(), 520),
+        ("dashboard-job.png", format!("job/{}", detail.unwrap().0), 520),
+    ] {
+        screenshot(&profile, &dir, name, &format!("{u}{path}"), height);
     }
     server.shutdown();
     drop(q);

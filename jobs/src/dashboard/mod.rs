@@ -1,9 +1,12 @@
-//! The web dashboard: per queue, the counts by state, a chart of pending
-//! jobs and lateness over the last minutes, and the dead jobs with their
-//! kind and last error — with requeue and delete buttons (plain form POSTs)
-//! when writes are allowed. Server-rendered HTML, no JavaScript; the page
-//! refreshes itself every 5 s, also when the queue fails (the error is
-//! shown in the page, and the next refresh tries again).
+//! The web dashboard: per queue, an overview (the counts by state and by
+//! kind, a chart of pending jobs and lateness over the last minutes, the
+//! first dead jobs with requeue and delete buttons, plain form POSTs, when
+//! writes are allowed) that refreshes itself every 5 s, also when the queue
+//! fails (the error is shown in the page, and the next refresh tries
+//! again); lists of each state, paged and filtered by kind and error text,
+//! with bulk actions behind a confirmation step, and a page per job
+//! (`views.rs`), whose script uses the JSON API (`api.rs`) as an
+//! operator's script would.
 //!
 //! It answers only requests whose `Host` is a loopback name, the address
 //! it is bound to, or a name in [`Options::hosts`] (421 otherwise, for
@@ -34,8 +37,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod api;
 mod guard;
 mod page;
+mod views;
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -52,6 +57,7 @@ use axum::Router;
 use delayq_durable::{DurableError, Inspect, JobId, JobState};
 
 use self::guard::Guard;
+pub(crate) use self::page::url_encode;
 
 /// What the dashboard may do.
 #[derive(Clone, Debug, Default)]
@@ -60,8 +66,10 @@ pub struct Options {
     /// a POST is refused with 403).
     pub allow_writes: bool,
     /// For [`serve`]: the database file whose sidecar (`PATH.dashboard`) to
-    /// write with this process's id and the dashboard's address while it
-    /// runs (removed when the server stops).
+    /// write with this process's id, the dashboard's address and (with
+    /// `allow_writes`) its CSRF token while it runs (removed when the server
+    /// stops): `delayq-jobs --db PATH` then reaches the queue through this
+    /// dashboard's JSON API while this process holds the file.
     pub sidecar: Option<PathBuf>,
     /// Host names it answers to besides loopback names (`localhost`,
     /// `127.0.0.1`, `[::1]`) and the address [`serve`] binds: the name an
@@ -83,28 +91,40 @@ struct App {
     samples: Mutex<VecDeque<Sample>>,
 }
 
-/// The dashboard as an axum `Router` (`GET /`, `POST /requeue`, `POST
-/// /delete`), to mount in an application (`Router::nest("/jobs", …)`).
+/// The dashboard as an axum `Router` (`GET /`, `/list`, `/job/{id}`, `POST
+/// /requeue`, `/delete`, and the JSON API under `/api/`, see [`api`]), to
+/// mount in an application (`Router::nest("/jobs", …)`).
 /// Queue calls run on tokio's blocking pool. Mounted this way it answers to
 /// loopback names and [`Options::hosts`] (it does not know the address the
 /// application binds).
 pub fn router(queue: Arc<dyn Inspect>, options: Options) -> Router {
-    router_on(queue, options, None)
+    router_on(queue, options, None).0
 }
 
-fn router_on(queue: Arc<dyn Inspect>, options: Options, bound: Option<IpAddr>) -> Router {
+/// The router and its CSRF token.
+fn router_on(queue: Arc<dyn Inspect>, options: Options, bound: Option<IpAddr>) -> (Router, String) {
     let app = Arc::new(App {
         queue,
         allow_writes: options.allow_writes,
         guard: Guard::new(bound, &options.hosts),
         samples: Mutex::new(VecDeque::new()),
     });
-    Router::new()
+    let router = Router::new()
         .route("/", get(page::page))
+        .route("/list", get(views::list))
+        .route("/job/{id}", get(views::job))
         .route("/requeue", post(requeue))
         .route("/delete", post(delete))
+        .route("/api/stats", get(api::stats))
+        .route("/api/jobs", get(api::jobs))
+        .route("/api/jobs/{id}", get(api::job))
+        .route("/api/kinds", get(api::kinds))
+        .route("/api/requeue", post(api::requeue))
+        .route("/api/delete", post(api::delete))
+        .route("/api/bulk", post(api::bulk))
         .layer(middleware::from_fn_with_state(app.clone(), check_host))
-        .with_state(app)
+        .with_state(app.clone());
+    (router, app.guard.token.clone())
 }
 
 /// Every request, read or write: its `Host` must be one this dashboard serves.
@@ -165,9 +185,11 @@ impl Drop for Server {
 /// Writes the sidecar named in `options`, if any.
 pub fn serve(queue: Arc<dyn Inspect>, addr: SocketAddr, options: Options) -> std::io::Result<Server> {
     let sidecar = options.sidecar.clone();
-    let mut server = serve_router(router_on(queue, options, Some(addr.ip())), addr)?;
+    let writes = options.allow_writes;
+    let (router, token) = router_on(queue, options, Some(addr.ip()));
+    let mut server = serve_router(router, addr)?;
     if let Some(db) = sidecar {
-        crate::sidecar::write(&db, &server.url())?;
+        crate::sidecar::write(&db, &server.url(), writes.then_some(token.as_str()))?;
         server.sidecar = Some(db);
     }
     Ok(server)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use delayq_durable::{JobInfo, JobState, Stats};
+use delayq_durable::{JobInfo, JobState, KindCounts, Stats};
 
 use super::{blocking, App, Sample};
 use crate::commands::{relative, short};
@@ -37,23 +37,33 @@ pub(crate) fn esc(text: &str) -> String {
     out
 }
 
+/// The pages' style sheet.
+pub(crate) fn style() -> &'static str {
+    "<style>\
+     body{font:14px system-ui,sans-serif;margin:2em;color:#222;max-width:1600px}\
+     a{color:#36c}h1 a{color:inherit;text-decoration:none}\
+     table{border-collapse:collapse;table-layout:auto;max-width:100%}\
+     td,th{border-bottom:1px solid #ddd;padding:4px 10px;text-align:left;vertical-align:top}\
+     .counts td{font-size:28px;font-weight:600;padding-right:2em}\
+     .err{color:#a00;overflow-wrap:anywhere;word-break:break-word;max-width:45ch}\
+     td.payload{font:12px monospace;overflow-wrap:anywhere;word-break:break-all;max-width:30ch}\
+     td.key{color:#666;white-space:nowrap}td.buttons{white-space:nowrap}\
+     #error{background:#fee;border:1px solid #c33;padding:8px 12px;overflow-wrap:anywhere}\
+     #result{background:#efe;border:1px solid #3a3;padding:8px 12px}\
+     #confirm-box{background:#ffd;border:1px solid #cc3;padding:8px 12px;margin:8px 0}\
+     .hot td{background:#fee}form{display:inline}code{font-size:12px}</style>"
+}
+
 /// The page's head, style and title line.
 fn head(h: &mut String, name: &str, mode: &str) {
     let _ = write!(
         h,
         "<!doctype html><html><head><meta charset=utf-8><meta http-equiv=refresh content=5>\
-         <title>delayq jobs: {name}</title><style>\
-         body{{font:14px system-ui,sans-serif;margin:2em;color:#222;max-width:1600px}}\
-         table{{border-collapse:collapse;table-layout:auto;max-width:100%}}\
-         td,th{{border-bottom:1px solid #ddd;padding:4px 10px;text-align:left;vertical-align:top}}\
-         .counts td{{font-size:28px;font-weight:600;padding-right:2em}}\
-         .err{{color:#a00;overflow-wrap:anywhere;word-break:break-word;max-width:45ch}}\
-         td code{{overflow-wrap:anywhere;word-break:break-all}}td.payload{{max-width:30ch}}\
-         td.buttons{{white-space:nowrap}}\
-         #error{{background:#fee;border:1px solid #c33;padding:8px 12px;overflow-wrap:anywhere}}\
-         form{{display:inline}}code{{font-size:12px}}</style></head><body>\
-         <h1>delayq jobs</h1><p>queue <b>{name}</b> · {mode}</p>",
+         <title>delayq jobs: {name}</title>{style}</head><body>\
+         <h1>delayq jobs</h1><p>queue <b>{name}</b> · {mode} · lists: <a href=list?state=pending>pending</a> \
+         <a href=list?state=leased>leased</a> <a href=list?state=dead>dead</a> · JSON: <a href=api/stats>api/stats</a></p>",
         name = esc(name),
+        style = style(),
     );
 }
 
@@ -63,16 +73,17 @@ pub(super) async fn page(State(app): State<Arc<App>>) -> Response {
     let read = blocking(move || {
         let stats = q.stats()?;
         let oldest = q.oldest_due()?;
+        let kinds = q.kinds()?;
         let dead = q.jobs(JobState::Dead, DEAD_SHOWN)?;
-        Ok((stats, oldest, dead))
+        Ok((stats, oldest, kinds, dead))
     })
     .await;
     let mode = if app.allow_writes { "writes allowed" } else { "read-only" };
     let mut h = String::new();
     head(&mut h, &name, mode);
     let status = match read {
-        Ok((stats, oldest, dead)) => {
-            figures(&app, &mut h, stats, oldest, &dead);
+        Ok((stats, oldest, kinds, dead)) => {
+            figures(&app, &mut h, stats, oldest, &kinds, &dead);
             StatusCode::OK
         }
         Err(e) => {
@@ -88,7 +99,14 @@ pub(super) async fn page(State(app): State<Arc<App>>) -> Response {
     (status, [(header::CACHE_CONTROL, "no-store")], Html(h)).into_response()
 }
 
-fn figures(app: &App, h: &mut String, stats: Stats, oldest: Option<SystemTime>, dead: &[JobInfo]) {
+fn figures(
+    app: &App,
+    h: &mut String,
+    stats: Stats,
+    oldest: Option<SystemTime>,
+    kinds: &[KindCounts],
+    dead: &[JobInfo],
+) {
     let late = oldest.and_then(|t| SystemTime::now().duration_since(t).ok()).unwrap_or_default();
     let chart = {
         let mut samples = app.samples.lock().unwrap_or_else(PoisonError::into_inner);
@@ -102,7 +120,8 @@ fn figures(app: &App, h: &mut String, stats: Stats, oldest: Option<SystemTime>, 
         h,
         "<table class=counts><tr><th>pending</th><th>leased</th><th>dead</th><th>late</th></tr>\
          <tr><td id=count-pending>{p}</td><td id=count-leased>{l}</td><td id=count-dead>{d}</td><td id=late>{late}</td></tr></table>\
-         <h2>Pending and lateness</h2>{chart}<h2>Dead jobs</h2>",
+         <h2>Pending and lateness</h2>{chart}<h2>By kind</h2>{kinds}<h2>Dead jobs</h2>",
+        kinds = by_kind(kinds),
         p = stats.pending,
         l = stats.leased,
         d = stats.dead,
@@ -139,6 +158,48 @@ fn figures(app: &App, h: &mut String, stats: Stats, oldest: Option<SystemTime>, 
     if stats.dead as usize > dead.len() {
         let _ = write!(h, "<p>the first {} of {} shown</p>", dead.len(), stats.dead);
     }
+}
+
+/// The counts by kind, the kinds with the largest share of dead jobs first
+/// (highlighted when any of theirs is dead), each a link to its list.
+fn by_kind(kinds: &[KindCounts]) -> String {
+    if kinds.is_empty() {
+        return "<p id=no-kinds>no jobs</p>".into();
+    }
+    let share = |k: &KindCounts| k.dead as f64 / (k.pending + k.leased + k.dead).max(1) as f64;
+    let mut sorted: Vec<&KindCounts> = kinds.iter().collect();
+    sorted.sort_by(|a, b| share(b).total_cmp(&share(a)).then(b.dead.cmp(&a.dead)));
+    let mut h = String::from(
+        "<table id=kinds><tr><th>kind</th><th>pending</th><th>leased</th><th>dead</th><th>dead share</th></tr>",
+    );
+    for k in sorted {
+        let name = if k.kind.is_empty() { "-".to_string() } else { line(&k.kind, 60) };
+        let href = url_encode(if k.kind.is_empty() { "-" } else { &k.kind });
+        let _ = write!(
+            h,
+            "<tr class=\"{hot}\"><td><a href=\"list?state=dead&amp;kind={href}\">{name}</a></td><td>{p}</td><td>{l}</td><td>{d}</td><td>{pct:.1} %</td></tr>",
+            hot = if k.dead > 0 { "hot" } else { "" },
+            name = esc(&name),
+            p = k.pending,
+            l = k.leased,
+            d = k.dead,
+            pct = share(k) * 100.0,
+        );
+    }
+    h.push_str("</table>");
+    h
+}
+
+/// `text` for a URL's query (every byte but unreserved ones as `%XX`).
+pub(crate) fn url_encode(text: &str) -> String {
+    let mut out = String::new();
+    for b in text.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
 }
 
 /// An inline SVG: pending jobs (blue) and lateness in seconds (red), each
