@@ -14,10 +14,10 @@ use std::path::Path;
 use redb::{ReadTransaction, ReadableTable};
 
 use crate::error::DurableError;
-use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page};
+use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Throughput};
 use crate::job::{from_nanos, JobId};
 use crate::record::{Record, State};
-use crate::writer::{storage_error, JOBS, META, META_FORMAT};
+use crate::writer::{storage_error, JOBS, META, META_FORMAT, THROUGHPUT};
 
 /// At most this many records are read for one page of a filtered listing
 /// (then it returns what matched and where to go on).
@@ -172,4 +172,33 @@ pub(crate) fn census(txn: &ReadTransaction, path: &Path) -> Result<Census, Durab
 /// The census's kinds as the inspection API gives them.
 pub(crate) fn kind_counts(kinds: BTreeMap<String, [u64; 3]>) -> Vec<KindCounts> {
     kinds.into_iter().map(|(kind, c)| KindCounts { kind, pending: c[0], leased: c[1], dead: c[2] }).collect()
+}
+
+/// The throughput table's minutes from `since` (a file without the table
+/// has none).
+pub(crate) fn throughput(
+    txn: &ReadTransaction,
+    path: &Path,
+    since: std::time::SystemTime,
+) -> Result<Vec<Throughput>, DurableError> {
+    let err = |e: redb::StorageError| storage_error(path, e.into(), "reading");
+    let table = match txn.open_table(THROUGHPUT) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(storage_error(path, e.into(), "reading")),
+    };
+    let from = since.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 60);
+    let mut out = Vec::new();
+    for entry in table.range((from, "")..).map_err(err)? {
+        let (key, value) = entry.map_err(err)?;
+        let (minute, kind) = key.value();
+        let (processed, failed) = value.value();
+        out.push(Throughput {
+            minute: std::time::UNIX_EPOCH + std::time::Duration::from_secs(minute * 60),
+            kind: kind.to_string(),
+            processed,
+            failed,
+        });
+    }
+    Ok(out)
 }

@@ -48,6 +48,15 @@ use crate::reply::Reply;
 
 pub(crate) const JOBS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("delayq_jobs");
 pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("delayq_meta");
+/// Jobs processed (acked) and failed (an attempt nacked, killed or whose
+/// lease ran out) per minute and kind: `(minute since the epoch, kind) →
+/// (processed, failed)`, kept [`THROUGHPUT_KEPT`] minutes. Written in each
+/// commit that has any (one small upsert per minute and kind); a file
+/// without the table has none (older versions ignore it).
+pub(crate) const THROUGHPUT: TableDefinition<'_, (u64, &str), (u64, u64)> =
+    TableDefinition::new("delayq_throughput");
+/// How many minutes of throughput a file keeps.
+pub(crate) const THROUGHPUT_KEPT: u64 = 24 * 60;
 pub(crate) const META_FORMAT: &str = "format";
 pub(crate) const META_NEXT_ID: &str = "next_id";
 pub(crate) const FORMAT: u64 = 1;
@@ -262,7 +271,28 @@ impl Drop for Writer {
 /// Per-state count changes of one batch, applied after its commit, and its
 /// expired leases acted on (for the metrics).
 #[derive(Default)]
-struct Deltas([i64; 3], u64);
+struct Deltas([i64; 3], u64, Tally);
+
+/// A batch's processed and failed jobs, by kind (its minute is the batch's).
+#[derive(Default)]
+struct Tally(HashMap<String, (u64, u64)>);
+
+impl Tally {
+    fn processed(&mut self, kind: &str) {
+        self.entry(kind).0 += 1;
+    }
+
+    fn failed(&mut self, kind: &str) {
+        self.entry(kind).1 += 1;
+    }
+
+    fn entry(&mut self, kind: &str) -> &mut (u64, u64) {
+        if !self.0.contains_key(kind) {
+            self.0.insert(kind.to_string(), (0, 0));
+        }
+        self.0.get_mut(kind).expect("just inserted")
+    }
+}
 
 impl Deltas {
     fn moved(&mut self, from: Option<State>, to: Option<State>) {
@@ -641,6 +671,9 @@ impl Writer {
                                 Some(_) if rec.gen == gen => {
                                     let from = rec.state;
                                     deltas.1 += u64::from(from == State::Leased); // an expired lease
+                                    if from == State::Leased {
+                                        deltas.2.failed(&rec.kind);
+                                    }
                                     rec.gen += 1;
                                     if from == State::Leased {
                                         // Its last lease ran out: the reason it is
@@ -672,6 +705,7 @@ impl Writer {
                     }
                     Op::Ack { id, token, .. } => match get(&jobs, *id)? {
                         Some(rec) if rec.state == State::Leased && rec.token == *token => {
+                            deltas.2.processed(&rec.kind);
                             jobs.remove(*id).map_err(err)?;
                             deltas.moved(Some(State::Leased), None);
                             acts.push(TimerAct::Disarm { id: *id });
@@ -694,6 +728,7 @@ impl Writer {
                     },
                     Op::Nack { id, token, retry_at, error, .. } => match get(&jobs, *id)? {
                         Some(mut rec) if rec.state == State::Leased && rec.token == *token => {
+                            deltas.2.failed(&rec.kind);
                             rec.gen += 1;
                             rec.token = 0;
                             if error.is_some() {
@@ -716,6 +751,7 @@ impl Writer {
                     },
                     Op::Kill { id, token, error, .. } => match get(&jobs, *id)? {
                         Some(mut rec) if rec.state == State::Leased && rec.token == *token => {
+                            deltas.2.failed(&rec.kind);
                             rec.gen += 1;
                             rec.token = 0;
                             rec.error = Some(error.clone());
@@ -771,6 +807,10 @@ impl Writer {
                 };
                 outcomes.push(outcome);
             }
+            if !deltas.2 .0.is_empty() {
+                tally(&txn, &deltas.2, now)
+                    .map_err(|e| storage_error(&self.path, e, "counting throughput"))?;
+            }
             if next_id != self.next_id {
                 let mut meta =
                     txn.open_table(META).map_err(|e| storage_error(&self.path, e.into(), "opening meta"))?;
@@ -780,6 +820,22 @@ impl Writer {
         txn.commit().map_err(|e| storage_error(&self.path, e.into(), "committing"))?;
         Ok((outcomes, acts, deltas, next_id))
     }
+}
+
+/// Adds a batch's tally to the throughput table, for the minute of `now`
+/// (ns), and drops the minutes past [`THROUGHPUT_KEPT`].
+fn tally(txn: &redb::WriteTransaction, tally: &Tally, now: u64) -> Result<(), redb::Error> {
+    let minute = now / 60_000_000_000;
+    let mut table = txn.open_table(THROUGHPUT)?;
+    for (kind, (processed, failed)) in &tally.0 {
+        let (p, f) = table.get((minute, kind.as_str()))?.map_or((0, 0), |v| v.value());
+        table.insert((minute, kind.as_str()), (p + processed, f + failed))?;
+    }
+    let cutoff = minute.saturating_sub(THROUGHPUT_KEPT);
+    if table.first()?.is_some_and(|(k, _)| k.value().0 < cutoff) {
+        table.retain_in(..(cutoff, ""), |_, _| false)?;
+    }
+    Ok(())
 }
 
 /// Answers an applied op; returns a job leased for a caller that gave up

@@ -52,3 +52,35 @@ fn sends_complete_while_a_full_table_read_runs() {
     drop(q);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn throughput_is_stored_in_the_file_and_survives_a_restart() {
+    use delayq_durable::OfflineFile;
+    let dir = temp_dir("throughput");
+    let path = dir.join("jobs.redb");
+    let since = SystemTime::now() - Duration::from_secs(120);
+    {
+        let q = DurableQueue::open(&path).unwrap();
+        for kind in ["email.send", "email.send", "report.daily"] {
+            q.send_kind_after(kind, b"{}", Duration::ZERO).unwrap();
+        }
+        for _ in 0..3 {
+            let job = q.reserve(Duration::from_secs(60)).unwrap();
+            if job.kind() == "report.daily" {
+                assert!(q.kill(&job, "boom").unwrap());
+            } else {
+                assert!(q.ack(&job).unwrap());
+            }
+        }
+    }
+    let q = DurableQueue::open(&path).unwrap();
+    let sum = |rows: &[delayq_durable::Throughput], kind: &str| {
+        rows.iter().filter(|r| r.kind == kind).fold((0, 0), |(p, f), r| (p + r.processed, f + r.failed))
+    };
+    let rows = q.throughput(since).unwrap();
+    assert_eq!((sum(&rows, "email.send"), sum(&rows, "report.daily")), ((2, 0), (0, 1)), "{rows:?}");
+    drop(q);
+    let rows = OfflineFile::open(&path).unwrap().throughput(since).unwrap();
+    assert_eq!(sum(&rows, "email.send"), (2, 0), "the CLI reads the same: {rows:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

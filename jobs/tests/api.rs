@@ -55,7 +55,7 @@ fn token(addr: SocketAddr) -> String {
 }
 
 /// 30 dead `email.send` jobs (error `smtp 550 …`), 20 dead `report.daily`
-/// (error `Timeout …`), 5 pending `email.send`.
+/// (error `Timeout …`), 5 pending `email.send`, 4 `email.send` processed.
 fn fill(q: &dyn Both) {
     let now = SystemTime::now();
     for i in 0..50 {
@@ -72,6 +72,17 @@ fn fill(q: &dyn Both) {
                 if job.kind() == "email.send" { "smtp 550: no such user" } else { "Timeout after 30 s" };
             assert!(q.kill(&job, error).unwrap());
             killed += 1;
+        }
+    }
+    // Four processed.
+    for _ in 0..4 {
+        q.send_kind_at("email.send", b"ok", now).unwrap();
+    }
+    let mut acked = 0;
+    while acked < 4 {
+        for job in q.reserve_many(Duration::from_secs(600), 4, Duration::from_secs(5)).unwrap() {
+            assert!(q.ack(&job).unwrap());
+            acked += 1;
         }
     }
 }
@@ -143,6 +154,27 @@ fn views(q: Arc<dyn Both>) {
         (Some(30), Some(5))
     );
     assert_eq!(of("report.daily")["dead"].as_u64(), Some(20));
+
+    // Throughput: processed and failed, stored by the queue.
+    let (status, t) = call(addr, "GET", "/api/throughput?minutes=60", None, None);
+    assert_eq!(status, 200, "{t}");
+    let sum = |field: &str| {
+        t["minutes"].as_array().unwrap().iter().map(|m| m[field].as_u64().unwrap()).sum::<u64>()
+    };
+    assert_eq!((sum("processed"), sum("failed")), (4, 50), "{t}");
+    let rate = |k: &str| t["kinds"].as_array().unwrap().iter().find(|x| x["kind"] == k).cloned().unwrap();
+    assert_eq!(
+        (rate("email.send")["processed"].as_u64(), rate("email.send")["failed"].as_u64()),
+        (Some(4), Some(30))
+    );
+    assert!((rate("email.send")["failure_rate"].as_f64().unwrap() - 30.0 / 34.0).abs() < 1e-9, "{t}");
+    assert_eq!(rate("report.daily")["failure_rate"].as_f64(), Some(1.0));
+    let (_, page) = call(addr, "GET", "/", None, None);
+    let page = page.as_str().unwrap_or_default().to_string();
+    assert!(
+        page.contains("<svg id=throughput") && page.contains("88.2 %"),
+        "the overview's chart and rate: {page}"
+    );
 
     // Bulk: a confirmation step, then the result.
     let t = token(addr);

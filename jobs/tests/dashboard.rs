@@ -515,6 +515,19 @@ fn a_browser_pages_20000_dead_jobs_filters_by_kind_and_retries_through_a_confirm
             detail.get_or_insert(id);
         }
     }
+    // Processed jobs for the throughput chart.
+    for i in 0..30 {
+        q.send_kind_at(
+            "email.send",
+            format!("{{\"to\":\"user{i}@example.com\"}}").as_bytes(),
+            SystemTime::now(),
+        )
+        .unwrap();
+    }
+    for _ in 0..30 {
+        let job = q.reserve(Duration::from_secs(600)).unwrap();
+        assert!(q.ack(&job).unwrap());
+    }
     q.send_kind_at("thumbnail.make", b"{\"image\":\"uploads/9c1d.png\"}", SystemTime::now()).unwrap();
     q.reserve(Duration::from_secs(600)).unwrap(); // one leased
     let u = server.url();

@@ -24,7 +24,7 @@ use redis::{FromRedisValue, ScriptInvocation, Value};
 
 use crate::contract::JobQueue;
 use crate::error::DurableError;
-use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page};
+use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Throughput};
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
 use crate::stop::StopSignal;
 
@@ -1097,6 +1097,38 @@ impl RedisQueue {
         Ok(kinds
             .into_iter()
             .map(|(kind, c)| KindCounts { kind, pending: c[0], leased: c[1], dead: c[2] })
+            .collect())
+    }
+
+    /// The inspection API's throughput (`inspect.rs`): the minutes from
+    /// `since` to the server's now (at most the last 24 hours), one script.
+    pub(crate) fn inspect_throughput(&self, since: SystemTime) -> Result<Vec<Throughput>, DurableError> {
+        let clock = self.clock();
+        let back = SystemTime::now().duration_since(since).map_or(0, |d| d.as_secs() / 60);
+        let mut inv = self.invocation(Name::Throughput);
+        inv.arg(back.min(24 * 60) + 1);
+        let reply: Value = self.run("reading the throughput", Name::Throughput, &inv)?;
+        let mut by: std::collections::BTreeMap<(i64, String), (u64, u64)> = Default::default();
+        let mut items = array(reply)?.into_iter();
+        while let (Some(minute), Some(field), Some(n)) = (items.next(), items.next(), items.next()) {
+            let field = text(field);
+            let n = int(&n)?.max(0) as u64;
+            let Some((what, kind)) = field.split_once(':') else { continue };
+            let slot = by.entry((int(&minute)?, kind.to_string())).or_default();
+            if what == "ok" {
+                slot.0 += n;
+            } else {
+                slot.1 += n;
+            }
+        }
+        Ok(by
+            .into_iter()
+            .map(|((minute, kind), (processed, failed))| Throughput {
+                minute: crate::job::from_nanos(clock.client_ns(minute * 60_000_000)),
+                kind,
+                processed,
+                failed,
+            })
             .collect())
     }
 

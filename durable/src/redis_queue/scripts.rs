@@ -12,6 +12,7 @@
 //! | `pending` | zset | pending jobs by due time (µs since the Unix epoch, server clock) |
 //! | `leased` | zset | leased jobs by lease end |
 //! | `dead` | zset | dead jobs by time of death |
+//! | `tp:<minute>` | hash | jobs processed (`ok:<kind>`) and failed (`fail:<kind>`: an attempt nacked, killed or whose lease ran out) in that minute (µs / 60,000,000, server clock); kept 25 h |
 //! | `r:<nonce>` | string | the result of a change, kept for the nonce TTL (the client's retry window plus a margin: 30 s by default), so a call retried after a lost reply is not applied twice |
 //! | channel `wake` | pub/sub | the due time of every job made pending (send, nack, requeue) |
 //!
@@ -63,6 +64,11 @@ local function due(a)
   if string.byte(a, 1) == 64 then return tonumber(string.sub(a, 2)) end
   return now + tonumber(a)
 end
+local function tally(kind, what)
+  local key = p .. 'tp:' .. math.floor(now / 60000000)
+  redis.call('HINCRBY', key, what .. ':' .. (kind or ''), 1)
+  redis.call('EXPIRE', key, 90000)
+end
 "#;
 
 /// ARGV: nonce, nonce TTL, max_attempts, n, then n triples (due time, as
@@ -111,18 +117,20 @@ local ended = 0
 for _, id in ipairs(expired) do
   local k = p .. 'job:' .. id
   redis.call('ZREM', p .. 'leased', id)
-  local f = redis.call('HMGET', k, 'attempt', 'dead_after', 'lease_until')
+  local f = redis.call('HMGET', k, 'attempt', 'dead_after', 'lease_until', 'kind')
   if not f[1] or not f[2] or not f[3] then
     -- The hash is gone: nothing to redeliver.
   elseif tonumber(f[1]) >= tonumber(f[2]) then
     redis.call('HSET', k, 'state', 'd', 'token', 0, 'error', 'lease expired (attempt ' .. f[1] .. ')')
     redis.call('ZADD', p .. 'dead', now, id)
+    tally(f[4], 'fail')
     ended = ended + 1
   else
     -- Due again; the token stays, so a late ack still counts until the job
     -- is leased to someone else. Why it came back is its last error.
     redis.call('HSET', k, 'state', 'p', 'error', 'lease expired (attempt ' .. f[1] .. ')')
     redis.call('ZADD', p .. 'pending', f[3], id)
+    tally(f[4], 'fail')
     ended = ended + 1
   end
 end
@@ -174,10 +182,11 @@ local c = cached(ARGV[1])
 if c then return tonumber(c) end
 local k = p .. 'job:' .. ARGV[3]
 local r = 0
-local f = redis.call('HMGET', k, 'token', 'state')
+local f = redis.call('HMGET', k, 'token', 'state', 'kind')
 if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
   redis.call('DEL', k)
   unlink(ARGV[3])
+  tally(f[3], 'ok')
   r = 1
 end
 remember(ARGV[1], r)
@@ -193,11 +202,12 @@ local out = {}
 for i = 1, tonumber(ARGV[3]) do
   local id = ARGV[2 + 2 * i]
   local k = p .. 'job:' .. id
-  local f = redis.call('HMGET', k, 'token', 'state')
+  local f = redis.call('HMGET', k, 'token', 'state', 'kind')
   out[i] = 0
   if f[1] and f[1] ~= '0' and f[1] == ARGV[3 + 2 * i] and f[2] ~= 'd' then
     redis.call('DEL', k)
     unlink(id)
+    tally(f[3], 'ok')
     out[i] = 1
   end
 end
@@ -214,9 +224,10 @@ if c then return tonumber(c) end
 local id = ARGV[3]
 local k = p .. 'job:' .. id
 local r = 0
-local f = redis.call('HMGET', k, 'token', 'state', 'attempt', 'dead_after')
+local f = redis.call('HMGET', k, 'token', 'state', 'attempt', 'dead_after', 'kind')
 if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
   unlink(id)
+  tally(f[5], 'fail')
   if ARGV[6] ~= '' then redis.call('HSET', k, 'error', ARGV[6]) end
   if tonumber(f[3]) >= tonumber(f[4]) then
     redis.call('HSET', k, 'state', 'd', 'token', 0)
@@ -242,9 +253,10 @@ if c then return tonumber(c) end
 local id = ARGV[3]
 local k = p .. 'job:' .. id
 local r = 0
-local f = redis.call('HMGET', k, 'token', 'state')
+local f = redis.call('HMGET', k, 'token', 'state', 'kind')
 if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
   unlink(id)
+  tally(f[3], 'fail')
   redis.call('HSET', k, 'state', 'd', 'token', 0, 'error', ARGV[5])
   redis.call('ZADD', p .. 'dead', now, id)
   r = 1
@@ -448,6 +460,24 @@ end
 return out
 "#;
 
+/// The throughput read: ARGV how many minutes, up to the server's current
+/// one (the client asks for at most 1,441). Returns `{minute, field, count,
+/// …}` (minutes since the epoch) for every field of those minutes' `tp:`
+/// hashes (`ok:<kind>`, `fail:<kind>`). Changes nothing.
+const THROUGHPUT: &str = r#"
+local out = {}
+local last = math.floor(now / 60000000)
+for m = last - tonumber(ARGV[1]) + 1, last do
+  local h = redis.call('HGETALL', p .. 'tp:' .. m)
+  for i = 1, #h, 2 do
+    table.insert(out, m)
+    table.insert(out, h[i])
+    table.insert(out, h[i + 1])
+  end
+end
+return out
+"#;
+
 /// Which script: its label on the latency histogram
 /// (`delayq_durable_redis_script_seconds{script}`), and its slot in
 /// [`Scripts::get`].
@@ -468,12 +498,13 @@ pub(crate) enum Name {
     CancelIn,
     RequeueMany,
     Kinds,
+    Throughput,
 }
 
 impl Name {
     /// Every script, in `as usize` order.
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) const ALL: [Name; 15] = [
+    pub(crate) const ALL: [Name; 16] = [
         Name::Send,
         Name::Reserve,
         Name::Ack,
@@ -489,6 +520,7 @@ impl Name {
         Name::CancelIn,
         Name::RequeueMany,
         Name::Kinds,
+        Name::Throughput,
     ];
 
     /// The `script` label.
@@ -510,6 +542,7 @@ impl Name {
             Name::CancelIn => "cancel_in",
             Name::RequeueMany => "requeue_many",
             Name::Kinds => "kinds",
+            Name::Throughput => "throughput",
         }
     }
 }
@@ -532,6 +565,7 @@ pub(crate) struct Scripts {
     pub(crate) cancel_in: redis::Script,
     pub(crate) requeue_many: redis::Script,
     pub(crate) kinds: redis::Script,
+    pub(crate) throughput: redis::Script,
 }
 
 impl Scripts {
@@ -553,6 +587,7 @@ impl Scripts {
             cancel_in: s(CANCEL_IN),
             requeue_many: s(REQUEUE_MANY),
             kinds: s(KINDS),
+            throughput: s(THROUGHPUT),
         }
     }
 
@@ -574,6 +609,7 @@ impl Scripts {
             Name::CancelIn => &self.cancel_in,
             Name::RequeueMany => &self.requeue_many,
             Name::Kinds => &self.kinds,
+            Name::Throughput => &self.throughput,
         }
     }
 }

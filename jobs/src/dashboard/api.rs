@@ -11,6 +11,7 @@
 //! | `GET api/jobs?state=dead&kind=K&error=TEXT&cursor=C&limit=N` | one page of a state's jobs, filtered; `next` is the next page's cursor |
 //! | `GET api/jobs/ID` | one job (404 if none) |
 //! | `GET api/kinds` | counts by state per kind |
+//! | `GET api/throughput?minutes=180` | jobs processed and failed per minute, and per kind over the last hour |
 //! | `POST api/requeue` `{"ids":[…]}` | dead jobs back to pending, due now: a flag per id |
 //! | `POST api/delete` `{"ids":[…],"states":["dead"]}` | jobs deleted only in those states: a flag per id |
 //! | `POST api/bulk` `{"action":"requeue"\|"delete","state":"dead","kind":K,"error":T,"ids":[…],"confirm":false}` | without `confirm`, what it would do; with it, done, and a sentence saying what changed |
@@ -114,6 +115,104 @@ pub struct ApiKind {
     pub leased: u64,
     /// Dead jobs of this kind.
     pub dead: u64,
+}
+
+/// `GET api/throughput`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct ApiThroughput {
+    /// Per minute with any (oldest first): all kinds together.
+    pub minutes: Vec<ApiMinute>,
+    /// Per kind, over the last hour.
+    pub kinds: Vec<ApiKindRate>,
+}
+
+/// One minute's jobs processed and failed.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct ApiMinute {
+    /// The minute's start.
+    pub minute_ns: u64,
+    /// Jobs acked.
+    pub processed: u64,
+    /// Failed attempts.
+    pub failed: u64,
+}
+
+/// One kind's jobs processed and failed over the last hour.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct ApiKindRate {
+    /// The kind (`""`: none).
+    pub kind: String,
+    /// Jobs acked.
+    pub processed: u64,
+    /// Failed attempts.
+    pub failed: u64,
+    /// `failed / (processed + failed)`, 0 with neither.
+    pub failure_rate: f64,
+}
+
+/// The throughput of the last `minutes`, and per kind of the last hour.
+pub(crate) fn throughput(
+    q: &dyn Inspect,
+    minutes: u64,
+) -> Result<ApiThroughput, delayq_durable::DurableError> {
+    let now = SystemTime::now();
+    let span = std::time::Duration::from_secs(60 * minutes.max(60));
+    let rows = q.throughput(now.checked_sub(span).unwrap_or(UNIX_EPOCH))?;
+    let shown_from = now.checked_sub(std::time::Duration::from_secs(60 * minutes)).unwrap_or(UNIX_EPOCH);
+    let hour_ago = now.checked_sub(std::time::Duration::from_secs(3600)).unwrap_or(UNIX_EPOCH);
+    let mut by_minute: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+    let mut by_kind: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for r in &rows {
+        // The minute that began before the window's start still counts.
+        if r.minute + std::time::Duration::from_secs(60) > shown_from {
+            let m = by_minute.entry(ns(r.minute)).or_default();
+            m.0 += r.processed;
+            m.1 += r.failed;
+        }
+        if r.minute + std::time::Duration::from_secs(60) > hour_ago {
+            let k = by_kind.entry(r.kind.clone()).or_default();
+            k.0 += r.processed;
+            k.1 += r.failed;
+        }
+    }
+    Ok(ApiThroughput {
+        minutes: by_minute
+            .into_iter()
+            .map(|(minute_ns, (processed, failed))| ApiMinute { minute_ns, processed, failed })
+            .collect(),
+        kinds: by_kind
+            .into_iter()
+            .map(|(kind, (processed, failed))| ApiKindRate {
+                kind,
+                processed,
+                failed,
+                failure_rate: if processed + failed == 0 {
+                    0.0
+                } else {
+                    failed as f64 / (processed + failed) as f64
+                },
+            })
+            .collect(),
+    })
+}
+
+/// `api/throughput`'s query.
+#[derive(Deserialize, Debug, Default)]
+pub(super) struct ThroughputQuery {
+    #[serde(default)]
+    minutes: Option<u64>,
+}
+
+pub(super) async fn throughput_route(
+    State(app): State<Arc<App>>,
+    Query(q): Query<ThroughputQuery>,
+) -> Response {
+    let queue = app.queue.clone();
+    let minutes = q.minutes.unwrap_or(180).clamp(1, 24 * 60);
+    match blocking(move || throughput(&*queue, minutes)).await {
+        Ok(t) => Json(t).into_response(),
+        Err(e) => unavailable(e),
+    }
 }
 
 /// `POST api/requeue` and `api/delete`.

@@ -119,6 +119,7 @@ fn router_on(queue: Arc<dyn Inspect>, options: Options, bound: Option<IpAddr>) -
         .route("/api/jobs", get(api::jobs))
         .route("/api/jobs/{id}", get(api::job))
         .route("/api/kinds", get(api::kinds))
+        .route("/api/throughput", get(api::throughput_route))
         .route("/api/requeue", post(api::requeue))
         .route("/api/delete", post(api::delete))
         .route("/api/bulk", post(api::bulk))

@@ -12,6 +12,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use delayq_durable::{JobInfo, JobState, KindCounts, Stats};
 
+use super::api::ApiThroughput;
 use super::{blocking, App, Sample};
 use crate::commands::{relative, short};
 use crate::preview::{line, preview};
@@ -74,16 +75,17 @@ pub(super) async fn page(State(app): State<Arc<App>>) -> Response {
         let stats = q.stats()?;
         let oldest = q.oldest_due()?;
         let kinds = q.kinds()?;
+        let rates = super::api::throughput(&*q, 180)?;
         let dead = q.jobs(JobState::Dead, DEAD_SHOWN)?;
-        Ok((stats, oldest, kinds, dead))
+        Ok((stats, oldest, (kinds, rates), dead))
     })
     .await;
     let mode = if app.allow_writes { "writes allowed" } else { "read-only" };
     let mut h = String::new();
     head(&mut h, &name, mode);
     let status = match read {
-        Ok((stats, oldest, kinds, dead)) => {
-            figures(&app, &mut h, stats, oldest, &kinds, &dead);
+        Ok((stats, oldest, (kinds, rates), dead)) => {
+            figures(&app, &mut h, stats, oldest, (&kinds, &rates), &dead);
             StatusCode::OK
         }
         Err(e) => {
@@ -104,7 +106,7 @@ fn figures(
     h: &mut String,
     stats: Stats,
     oldest: Option<SystemTime>,
-    kinds: &[KindCounts],
+    (kinds, rates): (&[KindCounts], &ApiThroughput),
     dead: &[JobInfo],
 ) {
     let late = oldest.and_then(|t| SystemTime::now().duration_since(t).ok()).unwrap_or_default();
@@ -120,8 +122,9 @@ fn figures(
         h,
         "<table class=counts><tr><th>pending</th><th>leased</th><th>dead</th><th>late</th></tr>\
          <tr><td id=count-pending>{p}</td><td id=count-leased>{l}</td><td id=count-dead>{d}</td><td id=late>{late}</td></tr></table>\
-         <h2>Pending and lateness</h2>{chart}<h2>By kind</h2>{kinds}<h2>Dead jobs</h2>",
-        kinds = by_kind(kinds),
+         <h2>Throughput</h2>{throughput}<h2>Pending and lateness</h2>{chart}<h2>By kind</h2>{kinds}<h2>Dead jobs</h2>",
+        throughput = throughput_chart(rates),
+        kinds = by_kind(kinds, rates),
         p = stats.pending,
         l = stats.leased,
         d = stats.dead,
@@ -160,34 +163,89 @@ fn figures(
     }
 }
 
-/// The counts by kind, the kinds with the largest share of dead jobs first
-/// (highlighted when any of theirs is dead), each a link to its list.
-fn by_kind(kinds: &[KindCounts]) -> String {
-    if kinds.is_empty() {
+/// The counts by kind with the last hour's processed and failed jobs and
+/// failure rate: the kinds failing most first (then by dead share), rows
+/// with failures or dead jobs highlighted, each a link to its dead jobs.
+fn by_kind(kinds: &[KindCounts], rates: &ApiThroughput) -> String {
+    let rate = |kind: &str| rates.kinds.iter().find(|r| r.kind == kind);
+    let mut names: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
+    for r in &rates.kinds {
+        if !names.contains(&r.kind.as_str()) {
+            names.push(&r.kind);
+        }
+    }
+    if names.is_empty() {
         return "<p id=no-kinds>no jobs</p>".into();
     }
+    let counts = |kind: &str| kinds.iter().find(|k| k.kind == kind).cloned().unwrap_or_default();
     let share = |k: &KindCounts| k.dead as f64 / (k.pending + k.leased + k.dead).max(1) as f64;
-    let mut sorted: Vec<&KindCounts> = kinds.iter().collect();
-    sorted.sort_by(|a, b| share(b).total_cmp(&share(a)).then(b.dead.cmp(&a.dead)));
+    let failing = |kind: &str| rate(kind).map_or(0.0, |r| r.failure_rate);
+    names.sort_by(|a, b| {
+        failing(b).total_cmp(&failing(a)).then(share(&counts(b)).total_cmp(&share(&counts(a)))).then(a.cmp(b))
+    });
     let mut h = String::from(
-        "<table id=kinds><tr><th>kind</th><th>pending</th><th>leased</th><th>dead</th><th>dead share</th></tr>",
+        "<table id=kinds><tr><th>kind</th><th>pending</th><th>leased</th><th>dead</th><th>dead share</th>\
+         <th>processed (1 h)</th><th>failed (1 h)</th><th>failure rate</th></tr>",
     );
-    for k in sorted {
-        let name = if k.kind.is_empty() { "-".to_string() } else { line(&k.kind, 60) };
-        let href = url_encode(if k.kind.is_empty() { "-" } else { &k.kind });
+    for kind in names {
+        let k = counts(kind);
+        let r = rate(kind);
+        let shown = if kind.is_empty() { "-".to_string() } else { line(kind, 60) };
+        let href = url_encode(if kind.is_empty() { "-" } else { kind });
         let _ = write!(
             h,
-            "<tr class=\"{hot}\"><td><a href=\"list?state=dead&amp;kind={href}\">{name}</a></td><td>{p}</td><td>{l}</td><td>{d}</td><td>{pct:.1} %</td></tr>",
-            hot = if k.dead > 0 { "hot" } else { "" },
-            name = esc(&name),
+            "<tr class=\"{hot}\"><td><a href=\"list?state=dead&amp;kind={href}\">{name}</a></td><td>{p}</td><td>{l}</td><td>{d}</td><td>{pct:.1} %</td>\
+             <td>{ok}</td><td>{fail}</td><td>{fr}</td></tr>",
+            hot = if k.dead > 0 || r.is_some_and(|r| r.failed > 0) { "hot" } else { "" },
+            name = esc(&shown),
             p = k.pending,
             l = k.leased,
             d = k.dead,
-            pct = share(k) * 100.0,
+            pct = share(&k) * 100.0,
+            ok = r.map_or(0, |r| r.processed),
+            fail = r.map_or(0, |r| r.failed),
+            fr = r.filter(|r| r.processed + r.failed > 0).map_or("-".to_string(), |r| format!("{:.1} %", r.failure_rate * 100.0)),
         );
     }
     h.push_str("</table>");
     h
+}
+
+/// An inline SVG: jobs processed (green) and failed (red) per minute over
+/// the last three hours, from the counts the queue stores.
+fn throughput_chart(rates: &ApiThroughput) -> String {
+    let (w, h, minutes) = (720.0_f64, 100.0_f64, 180u64);
+    let now_minute = super::api::ns(SystemTime::now()) / 60_000_000_000;
+    let max = rates.minutes.iter().map(|m| m.processed.max(m.failed)).max().unwrap_or(0).max(1) as f64;
+    let (mut total_ok, mut total_failed) = (0, 0);
+    let mut bars = String::new();
+    for m in &rates.minutes {
+        let ago = now_minute.saturating_sub(m.minute_ns / 60_000_000_000);
+        if ago >= minutes {
+            continue;
+        }
+        total_ok += m.processed;
+        total_failed += m.failed;
+        let x = w - (ago + 1) as f64 * (w / minutes as f64);
+        let bw = (w / minutes as f64 / 2.0).max(1.0);
+        for (i, (n, color)) in [(m.processed, "#3a3"), (m.failed, "#c33")].into_iter().enumerate() {
+            let bh = n as f64 / max * (h - 10.0);
+            let _ = write!(
+                bars,
+                "<rect x={:.1} y={:.1} width={bw:.1} height={bh:.1} fill={color}></rect>",
+                x + i as f64 * bw,
+                h - bh
+            );
+        }
+    }
+    format!(
+        "<svg id=throughput width={w} height={h} viewBox=\"0 0 {w} {h}\" style=\"border:1px solid #ddd\">{bars}</svg>\
+         <p><span style=color:#3a3>processed</span> {ok} · <span style=color:#c33>failed</span> {failed} in the last 3 h \
+         (per minute, max {max}; stored by the queue, kept 24 h) · <a href=api/throughput>api/throughput</a></p>",
+        ok = super::api::thousands(total_ok),
+        failed = super::api::thousands(total_failed),
+        max = max as u64,
+    )
 }
 
 /// `text` for a URL's query (every byte but unreserved ones as `%XX`).
