@@ -24,8 +24,12 @@ struct Target {
     #[arg(long, global = true, conflicts_with_all = ["redis", "name"])]
     db: Option<PathBuf>,
     /// A Redis queue: the server's URL (redis://127.0.0.1:6379); needs --name.
+    /// With --cluster: one or more nodes of a Redis Cluster, comma-separated.
     #[arg(long, global = true, requires = "name")]
     redis: Option<String>,
+    /// The --redis URLs are nodes of a Redis Cluster.
+    #[arg(long, global = true, requires = "redis")]
+    cluster: bool,
     /// The Redis queue's name.
     #[arg(long, global = true)]
     name: Option<String>,
@@ -119,7 +123,7 @@ fn run(cli: Cli) -> Result<(), String> {
     };
     let queue = match (&cli.target.db, &cli.target.redis, &cli.target.name) {
         (Some(db), _, _) => open::embedded(db)?,
-        (None, Some(url), Some(name)) => open::redis(url, name, serving.is_none())?,
+        (None, Some(url), Some(name)) => open::redis(url, name, cli.target.cluster, serving.is_none())?,
         _ => return Err("name a queue: --db PATH, or --redis URL --name NAME".into()),
     };
     let mut out = std::io::stdout().lock();

@@ -62,16 +62,20 @@ pub fn locked_message(path: &Path) -> String {
     msg
 }
 
-/// Connects to the Redis queue `name` at `url` (retrying a dropped
-/// connection for 3 s, not the library's 10: an operator is waiting). With
-/// `must_exist`, a queue no job was ever sent to is an error (a typo'd name
-/// would show an empty queue).
-pub fn redis(url: &str, name: &str, must_exist: bool) -> Result<Queue, String> {
-    let q = RedisQueue::builder()
-        .retry_for(Duration::from_secs(3))
-        .io_timeout(Duration::from_secs(3))
-        .connect(url, name)
-        .map_err(|e| format!("connecting to {url}: {e}"))?;
+/// Connects to the Redis queue `name` at `url` (with `cluster`: on the
+/// Redis Cluster whose nodes `url` lists, comma-separated), retrying a
+/// dropped connection for 3 s, not the library's 10: an operator is
+/// waiting. With `must_exist`, a queue no job was ever sent to is an error
+/// (a typo'd name would show an empty queue).
+pub fn redis(url: &str, name: &str, cluster: bool, must_exist: bool) -> Result<Queue, String> {
+    let builder = RedisQueue::builder().retry_for(Duration::from_secs(3)).io_timeout(Duration::from_secs(3));
+    let q = if cluster {
+        let nodes: Vec<&str> = url.split(',').map(str::trim).filter(|u| !u.is_empty()).collect();
+        builder.connect_cluster(&nodes, name)
+    } else {
+        builder.connect(url, name)
+    }
+    .map_err(|e| format!("connecting to {url}: {e}"))?;
     if must_exist && !q.exists().map_err(|e| format!("reading {url}: {e}"))? {
         return Err(format!(
             "no queue named {name:?} at {url}: no job was ever sent to it (check --name; queue names are case-sensitive)"

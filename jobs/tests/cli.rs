@@ -198,6 +198,26 @@ fn commands_on_redis() {
 }
 
 #[test]
+fn commands_on_a_redis_cluster() {
+    if !redis_server::available() {
+        return;
+    }
+    let cluster = redis_server::RedisCluster::start("jobs-cli");
+    let urls = cluster.urls();
+    let (u, n) = (urls.clone(), "cli".to_string());
+    let b = Backend {
+        open: Box::new(move || {
+            let nodes: Vec<&str> = u.iter().map(String::as_str).collect();
+            Arc::new(
+                RedisQueue::builder().retry_for(Duration::from_secs(20)).connect_cluster(&nodes, &n).unwrap(),
+            )
+        }),
+        args: vec!["--redis".into(), urls.join(","), "--cluster".into(), "--name".into(), "cli".into()],
+    };
+    commands(&b);
+}
+
+#[test]
 fn bad_input_is_a_clear_error() {
     let dir = temp_dir("bad");
     let missing = Backend {

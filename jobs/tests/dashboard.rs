@@ -420,7 +420,11 @@ fn a_browser_pages_20000_dead_jobs_filters_by_kind_and_retries_through_a_confirm
         doc().getElementById('confirm').click();
         await until(() => !doc().getElementById('result').hidden);
         const result = doc().getElementById('result').textContent;
-        document.title = JSON.stringify({ pages, seen: seen.size, filtered: kinds.length, kinds: [...new Set(kinds)], question, result });
+        // The page's counts follow: the twelve left the dead set.
+        stage = 'recounting';
+        const counted = await until(() => doc().getElementById('count-dead').textContent === '20000' &&
+          [doc().getElementById('count-pending').textContent, doc().getElementById('count-dead').textContent]);
+        document.title = JSON.stringify({ pages, seen: seen.size, filtered: kinds.length, kinds: [...new Set(kinds)], question, result, counted });
       }
       run().catch(e => document.title = 'failed: ' + e.message);
     </script>"#;
@@ -443,6 +447,7 @@ fn a_browser_pages_20000_dead_jobs_filters_by_kind_and_retries_through_a_confirm
     assert_eq!(seen["kinds"], serde_json::json!(["report.daily"]), "{seen}");
     assert_eq!(seen["question"], "requeue every dead (of kind report.daily): 12 jobs?", "{seen}");
     assert_eq!(seen["result"], "requeued 12 jobs", "{seen}");
+    assert_eq!(seen["counted"], serde_json::json!(["15", "20000"]), "the page's counts: {seen}");
     let s = q.stats().unwrap();
     assert_eq!((s.pending, s.dead), (15, 20_000), "the 12 are pending again");
 
