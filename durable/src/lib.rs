@@ -100,7 +100,9 @@ mod inspect;
 mod job;
 #[cfg(feature = "serde")]
 mod kind;
+mod listing;
 mod metrics;
+mod offline;
 mod queue;
 mod record;
 #[cfg(feature = "redis")]
@@ -120,10 +122,11 @@ pub use crate::async_queue::AsyncDurableQueue;
 pub use crate::builder::{Builder, Durability};
 pub use crate::contract::JobQueue;
 pub use crate::error::DurableError;
-pub use crate::inspect::{Inspect, JobInfo, JobState};
+pub use crate::inspect::{Filter, Inspect, JobInfo, JobState, KindCounts, Page, Throughput};
 pub use crate::job::{Job, JobId, Stats};
 #[cfg(feature = "serde")]
 pub use crate::kind::JobKind;
+pub use crate::offline::OfflineFile;
 pub use crate::queue::{CommitStats, DurableQueue};
 #[cfg(feature = "redis-async")]
 pub use crate::redis_queue::AsyncRedisQueue;

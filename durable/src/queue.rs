@@ -18,7 +18,7 @@ use crate::record::{Record, State};
 use crate::stop::{recv_or_stop, StopSignal};
 
 use crate::reply::{reply, Reply, Waiting};
-use crate::writer::{self, storage_error, Counters, Mailbox, Op, Scan, Timer, Writer, JOBS, META};
+use crate::writer::{self, storage_error, Counters, Mailbox, Op, SharedDb, Timer, Writer, JOBS, META};
 
 /// Durable delayed jobs in one embedded database file ([redb]): a job is on
 /// disk before `send_*` returns, handed out with a lease by `reserve`, deleted
@@ -89,6 +89,8 @@ pub struct DurableQueue {
 
 struct Inner {
     path: PathBuf,
+    /// The writer's database, which the inspection API reads beside it.
+    db: SharedDb,
     mailbox: Arc<Mailbox>,
     counters: Arc<Counters>,
     timers: delayq::Receiver<Timer>,
@@ -166,8 +168,9 @@ impl DurableQueue {
             }
         }
         let mailbox = Arc::new(Mailbox::default());
+        let db: SharedDb = Arc::new(std::sync::RwLock::new(Some(db)));
         let writer = Writer {
-            db: Some(db),
+            db: db.clone(),
             path: path.to_path_buf(),
             mailbox: mailbox.clone(),
             counters: counters.clone(),
@@ -187,6 +190,7 @@ impl DurableQueue {
         Ok(DurableQueue {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
+                db,
                 mailbox,
                 counters,
                 timers: timers_rx,
@@ -615,18 +619,55 @@ impl DurableQueue {
         self.begin(|reply| Op::Dead { limit, reply })
     }
 
-    /// Up to `limit` jobs that match `what`, with their states, by id: a read,
-    /// as `dead_jobs` (the inspection API, `inspect.rs`).
-    pub(crate) fn scan(&self, what: Scan, limit: usize) -> Result<Vec<(State, Job)>, DurableError> {
-        let (r, waiting) = reply();
-        self.inner.mailbox.post([Op::Scan { what, limit, reply: r }])?;
-        waiting.wait()
+    /// Runs `f` in a read transaction begun on the caller's thread (the
+    /// inspection API, `inspect.rs`): it sees the last commit and neither
+    /// waits for the writer nor holds it up. The storage engine's panic on a
+    /// damaged file is an error, as on the writer.
+    pub(crate) fn read<T>(
+        &self,
+        f: impl FnOnce(&redb::ReadTransaction, &Path) -> Result<T, DurableError>,
+    ) -> Result<T, DurableError> {
+        let path = &self.inner.path;
+        panic::catch_unwind(AssertUnwindSafe(|| f(&writer::begin_read(&self.inner.db, path)?, path)))
+            .unwrap_or_else(|_| {
+                Err(DurableError::Corrupt {
+                    path: path.clone(),
+                    detail: "the storage engine panicked reading it".into(),
+                })
+            })
     }
 
-    /// Deletes the job only if its state is one of `states` (indexed by
-    /// `State as usize`), in one change (the inspection API, `inspect.rs`).
-    pub(crate) fn cancel_in(&self, id: JobId, states: [bool; 3]) -> Result<bool, DurableError> {
-        self.call(|reply| Op::CancelIn { id: id.0, states, reply })
+    /// Deletes each job only if its state is one of `states` (indexed by
+    /// `State as usize`), all in one commit (the inspection API, `inspect.rs`).
+    pub(crate) fn cancel_many_in(&self, ids: &[JobId], states: [bool; 3]) -> Result<Vec<bool>, DurableError> {
+        self.many(ids.iter().map(|id| move |reply| Op::CancelIn { id: id.0, states, reply }))
+    }
+
+    /// As [`requeue_dead`](Self::requeue_dead) for each job, in one commit.
+    pub fn requeue_dead_many(&self, ids: &[JobId], at: SystemTime) -> Result<Vec<bool>, DurableError> {
+        let at = to_nanos(at)?;
+        self.many(ids.iter().map(|id| move |reply| Op::Requeue { id: id.0, at, reply }))
+    }
+
+    /// Posts the ops together (the writer takes them in one batch: one
+    /// commit) and waits for every answer.
+    fn many<F: FnOnce(Reply<bool>) -> Op>(
+        &self,
+        ops: impl Iterator<Item = F>,
+    ) -> Result<Vec<bool>, DurableError> {
+        let mut waits = Vec::new();
+        let ops: Vec<Op> = ops
+            .map(|op| {
+                let (r, w) = reply();
+                waits.push(w);
+                op(r)
+            })
+            .collect();
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.inner.mailbox.post(ops)?;
+        waits.into_iter().map(|w| w.wait()).collect()
     }
 
     /// Jobs not yet acked and not dead: pending plus leased.
@@ -676,10 +717,6 @@ impl DurableQueue {
         self.inner.timers.close();
         // Wakes blocked receivers: the timer queue is closed and now empty.
         drop(self.inner.timers.take_pending());
-    }
-
-    fn call(&self, op: impl FnOnce(Reply<bool>) -> Op) -> Result<bool, DurableError> {
-        self.begin(op)?.wait()
     }
 }
 

@@ -146,6 +146,16 @@ impl Record {
         }
     }
 
+    /// A dead record back to pending, due at `at` (ns), with a fresh
+    /// allowance of `max_attempts` deliveries (its attempt count goes on).
+    pub(crate) fn requeue(&mut self, at: u64, max_attempts: u32) {
+        self.gen += 1;
+        self.state = State::Pending;
+        self.token = 0;
+        self.deadline = at;
+        self.dead_after = self.attempt.saturating_add(max_attempts);
+    }
+
     pub(crate) fn to_job(&self, id: JobId) -> Job {
         Job {
             id,

@@ -676,7 +676,7 @@ impl Shared {
 
     fn process(&self, slot: usize, job: Job) {
         let Some(handler) = self.handlers.get(job.kind()) else {
-            let why = format!("no handler for kind {:?}", job.kind());
+            let why = format!("no handler for kind \"{}\"", job.kind());
             return self.bury(&job, &why);
         };
         let policy = self.retry_for.get(job.kind()).unwrap_or(&self.retry);

@@ -35,10 +35,10 @@ use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 
 use crate::builder::Durability;
 use crate::error::DurableError;
@@ -48,6 +48,15 @@ use crate::reply::Reply;
 
 pub(crate) const JOBS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("delayq_jobs");
 pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("delayq_meta");
+/// Jobs processed (acked) and failed (an attempt nacked, killed or whose
+/// lease ran out) per minute and kind: `(minute since the epoch, kind) →
+/// (processed, failed)`, kept [`THROUGHPUT_KEPT`] minutes. Written in each
+/// commit that has any (one small upsert per minute and kind); a file
+/// without the table has none (older versions ignore it).
+pub(crate) const THROUGHPUT: TableDefinition<'_, (u64, &str), (u64, u64)> =
+    TableDefinition::new("delayq_throughput");
+/// How many minutes of throughput a file keeps.
+pub(crate) const THROUGHPUT_KEPT: u64 = 24 * 60;
 pub(crate) const META_FORMAT: &str = "format";
 pub(crate) const META_NEXT_ID: &str = "next_id";
 pub(crate) const FORMAT: u64 = 1;
@@ -129,23 +138,13 @@ pub(crate) enum Op {
         limit: usize,
         reply: Reply<Vec<Job>>,
     },
-    /// Reads (no commit): up to `limit` jobs that match `what`, with their
-    /// states, by id (the inspection API, `inspect.rs`).
-    Scan {
-        what: Scan,
-        limit: usize,
-        reply: Reply<Vec<(State, Job)>>,
-    },
 }
 
-/// Which jobs an [`Op::Scan`] reads.
-#[derive(Clone, Copy)]
-pub(crate) enum Scan {
-    /// Every job in this state.
-    State(State),
-    /// The job with this id.
-    Id(u64),
-}
+/// The database, shared by the writer and the readers of the inspection API
+/// (`listing.rs`), which begin read transactions on their own threads:
+/// redb's readers see the last commit and never wait for the writer. `None`
+/// after a failed reopen. The writer takes the write lock only to reopen.
+pub(crate) type SharedDb = Arc<RwLock<Option<Database>>>;
 
 pub(crate) enum Outcome {
     Ids(Vec<JobId>),
@@ -242,7 +241,7 @@ pub(crate) struct Counters {
 
 pub(crate) struct Writer {
     /// `None` after a failed reopen: every batch retries it first.
-    pub(crate) db: Option<Database>,
+    pub(crate) db: SharedDb,
     pub(crate) path: PathBuf,
     pub(crate) mailbox: Arc<Mailbox>,
     pub(crate) counters: Arc<Counters>,
@@ -259,10 +258,41 @@ pub(crate) struct Writer {
     pub(crate) metrics: crate::metrics::Metrics,
 }
 
+impl Drop for Writer {
+    /// Closes the database on the writer thread, as it ends: the storage
+    /// engine's drop may panic on a damaged file, and a panic here ends this
+    /// thread only, never a caller dropping its last handle.
+    fn drop(&mut self) {
+        let db = self.db.write().unwrap_or_else(PoisonError::into_inner).take();
+        drop(db);
+    }
+}
+
 /// Per-state count changes of one batch, applied after its commit, and its
 /// expired leases acted on (for the metrics).
 #[derive(Default)]
-struct Deltas([i64; 3], u64);
+struct Deltas([i64; 3], u64, Tally);
+
+/// A batch's processed and failed jobs, by kind (its minute is the batch's).
+#[derive(Default)]
+struct Tally(HashMap<String, (u64, u64)>);
+
+impl Tally {
+    fn processed(&mut self, kind: &str) {
+        self.entry(kind).0 += 1;
+    }
+
+    fn failed(&mut self, kind: &str) {
+        self.entry(kind).1 += 1;
+    }
+
+    fn entry(&mut self, kind: &str) -> &mut (u64, u64) {
+        if !self.0.contains_key(kind) {
+            self.0.insert(kind.to_string(), (0, 0));
+        }
+        self.0.get_mut(kind).expect("just inserted")
+    }
+}
 
 impl Deltas {
     fn moved(&mut self, from: Option<State>, to: Option<State>) {
@@ -390,7 +420,7 @@ impl Writer {
 
     /// Applies and commits one batch, then answers it. Returns whether it committed.
     fn commit_batch(&mut self, batch: &mut Vec<Op>, durable: bool) -> bool {
-        if self.db.is_none() {
+        if self.db.read().unwrap_or_else(PoisonError::into_inner).is_none() {
             if let Err(err) = self.guarded("reopening", Writer::reopen) {
                 for op in batch.drain(..) {
                     fail(op, err.duplicate());
@@ -399,15 +429,11 @@ impl Writer {
             }
         }
         let (reads, writes): (Vec<Op>, Vec<Op>) =
-            batch.drain(..).partition(|op| matches!(op, Op::Dead { .. } | Op::Scan { .. }));
+            batch.drain(..).partition(|op| matches!(op, Op::Dead { .. }));
         *batch = writes;
         for op in reads {
-            match op {
-                Op::Dead { limit, reply } => reply.send(self.guarded("reading", |w| w.dead_jobs(limit))),
-                Op::Scan { what, limit, reply } => {
-                    reply.send(self.guarded("reading", |w| w.scan(what, limit)))
-                }
-                _ => {}
+            if let Op::Dead { limit, reply } = op {
+                reply.send(self.guarded("reading", |w| w.dead_jobs(limit)));
             }
         }
         if batch.is_empty() && !durable {
@@ -493,18 +519,22 @@ impl Writer {
         }
     }
 
-    fn db(&self) -> Result<&Database, DurableError> {
-        self.db.as_ref().ok_or_else(|| {
-            DurableError::Storage(format!(
-                "{} could not be reopened after an I/O error; the next call tries again",
-                self.path.display()
-            ))
-        })
+    fn begin_read(&self) -> Result<ReadTransaction, DurableError> {
+        begin_read(&self.db, &self.path)
+    }
+
+    fn begin_write(&self) -> Result<WriteTransaction, DurableError> {
+        let db = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        db.as_ref()
+            .ok_or_else(|| unopened(&self.path))?
+            .begin_write()
+            .map_err(|e| storage_error(&self.path, e.into(), "starting a commit"))
     }
 
     /// Closes and reopens the file (after an I/O error), recounting its jobs.
     fn reopen(&mut self) -> Result<(), DurableError> {
-        self.db = None;
+        // Closed before it is opened again (redb locks the file).
+        *self.db.write().unwrap_or_else(PoisonError::into_inner) = None;
         let db =
             Database::create(&self.path).map_err(|e| storage_error(&self.path, e.into(), "reopening"))?;
         let mut counts = [0u64; 3];
@@ -522,14 +552,14 @@ impl Writer {
         self.counters.pending.store(counts[0], Ordering::Relaxed);
         self.counters.leased.store(counts[1], Ordering::Relaxed);
         self.counters.dead.store(counts[2], Ordering::Relaxed);
-        self.db = Some(db);
+        *self.db.write().unwrap_or_else(PoisonError::into_inner) = Some(db);
         Ok(())
     }
 
     fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
         let path = &self.path;
         let err = |e: redb::Error| storage_error(path, e, "reading");
-        let read = self.db()?.begin_read().map_err(|e| err(e.into()))?;
+        let read = self.begin_read()?;
         let table = read.open_table(JOBS).map_err(|e| err(e.into()))?;
         let mut dead = Vec::new();
         for entry in table.iter().map_err(|e| err(e.into()))? {
@@ -546,41 +576,6 @@ impl Writer {
             }
         }
         Ok(dead)
-    }
-
-    fn scan(&self, what: Scan, limit: usize) -> Result<Vec<(State, Job)>, DurableError> {
-        let path = &self.path;
-        let err = |e: redb::Error| storage_error(path, e, "reading");
-        let read = self.db()?.begin_read().map_err(|e| err(e.into()))?;
-        let table = read.open_table(JOBS).map_err(|e| err(e.into()))?;
-        let decode = |id: u64, bytes: &[u8]| {
-            Record::decode(bytes).map_err(|detail| DurableError::Corrupt {
-                path: path.clone(),
-                detail: format!("job {id}: {detail}"),
-            })
-        };
-        let mut out = Vec::new();
-        match what {
-            Scan::Id(id) => {
-                if let Some(value) = table.get(id).map_err(|e| err(e.into()))? {
-                    let rec = decode(id, value.value())?;
-                    out.push((rec.state, rec.to_job(JobId(id))));
-                }
-            }
-            Scan::State(state) => {
-                for entry in table.iter().map_err(|e| err(e.into()))? {
-                    if out.len() >= limit {
-                        break;
-                    }
-                    let (id, value) = entry.map_err(|e| err(e.into()))?;
-                    let rec = decode(id.value(), value.value())?;
-                    if rec.state == state {
-                        out.push((rec.state, rec.to_job(JobId(id.value()))));
-                    }
-                }
-            }
-        }
-        Ok(out)
     }
 
     fn act(&mut self, act: TimerAct) {
@@ -610,8 +605,7 @@ impl Writer {
         batch: &[Op],
         durable: bool,
     ) -> Result<(Vec<Outcome>, Vec<TimerAct>, Deltas, u64), DurableError> {
-        let mut txn =
-            self.db()?.begin_write().map_err(|e| storage_error(&self.path, e.into(), "starting a commit"))?;
+        let mut txn = self.begin_write()?;
         txn.set_durability(if durable { redb::Durability::Immediate } else { redb::Durability::None })
             .map_err(|e| DurableError::Storage(e.to_string()))?;
         let mut outcomes = Vec::with_capacity(batch.len());
@@ -677,6 +671,9 @@ impl Writer {
                                 Some(_) if rec.gen == gen => {
                                     let from = rec.state;
                                     deltas.1 += u64::from(from == State::Leased); // an expired lease
+                                    if from == State::Leased {
+                                        deltas.2.failed(&rec.kind);
+                                    }
                                     rec.gen += 1;
                                     if from == State::Leased {
                                         // Its last lease ran out: the reason it is
@@ -684,9 +681,11 @@ impl Writer {
                                         rec.error = Some(format!("lease expired (attempt {})", rec.attempt));
                                     }
                                     if from == State::Leased && rec.attempt >= rec.dead_after {
-                                        // Its last lease expired: dead.
+                                        // Its last lease expired: dead (a dead
+                                        // record's lease end is when it died).
                                         rec.state = State::Dead;
                                         rec.token = 0;
+                                        rec.lease_until = now;
                                         acts.push(TimerAct::Disarm { id });
                                     } else {
                                         rec.state = State::Leased;
@@ -706,6 +705,7 @@ impl Writer {
                     }
                     Op::Ack { id, token, .. } => match get(&jobs, *id)? {
                         Some(rec) if rec.state == State::Leased && rec.token == *token => {
+                            deltas.2.processed(&rec.kind);
                             jobs.remove(*id).map_err(err)?;
                             deltas.moved(Some(State::Leased), None);
                             acts.push(TimerAct::Disarm { id: *id });
@@ -728,6 +728,7 @@ impl Writer {
                     },
                     Op::Nack { id, token, retry_at, error, .. } => match get(&jobs, *id)? {
                         Some(mut rec) if rec.state == State::Leased && rec.token == *token => {
+                            deltas.2.failed(&rec.kind);
                             rec.gen += 1;
                             rec.token = 0;
                             if error.is_some() {
@@ -735,6 +736,7 @@ impl Writer {
                             }
                             if rec.attempt >= rec.dead_after {
                                 rec.state = State::Dead;
+                                rec.lease_until = now;
                                 acts.push(TimerAct::Disarm { id: *id });
                             } else {
                                 rec.state = State::Pending;
@@ -749,10 +751,12 @@ impl Writer {
                     },
                     Op::Kill { id, token, error, .. } => match get(&jobs, *id)? {
                         Some(mut rec) if rec.state == State::Leased && rec.token == *token => {
+                            deltas.2.failed(&rec.kind);
                             rec.gen += 1;
                             rec.token = 0;
                             rec.error = Some(error.clone());
                             rec.state = State::Dead;
+                            rec.lease_until = now;
                             acts.push(TimerAct::Disarm { id: *id });
                             deltas.moved(Some(State::Leased), Some(State::Dead));
                             jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
@@ -790,10 +794,7 @@ impl Writer {
                     },
                     Op::Requeue { id, at, .. } => match get(&jobs, *id)? {
                         Some(mut rec) if rec.state == State::Dead => {
-                            rec.gen += 1;
-                            rec.state = State::Pending;
-                            rec.deadline = *at;
-                            rec.dead_after = rec.attempt.saturating_add(self.max_attempts);
+                            rec.requeue(*at, self.max_attempts);
                             acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.deadline });
                             deltas.moved(Some(State::Dead), Some(State::Pending));
                             jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
@@ -802,9 +803,13 @@ impl Writer {
                         _ => Outcome::Flag(false),
                     },
                     // Answered before the transaction (`commit_batch`).
-                    Op::Dead { .. } | Op::Scan { .. } => Outcome::Flag(false),
+                    Op::Dead { .. } => Outcome::Flag(false),
                 };
                 outcomes.push(outcome);
+            }
+            if !deltas.2 .0.is_empty() {
+                tally(&txn, &deltas.2, now)
+                    .map_err(|e| storage_error(&self.path, e, "counting throughput"))?;
             }
             if next_id != self.next_id {
                 let mut meta =
@@ -815,6 +820,22 @@ impl Writer {
         txn.commit().map_err(|e| storage_error(&self.path, e.into(), "committing"))?;
         Ok((outcomes, acts, deltas, next_id))
     }
+}
+
+/// Adds a batch's tally to the throughput table, for the minute of `now`
+/// (ns), and drops the minutes past [`THROUGHPUT_KEPT`].
+fn tally(txn: &redb::WriteTransaction, tally: &Tally, now: u64) -> Result<(), redb::Error> {
+    let minute = now / 60_000_000_000;
+    let mut table = txn.open_table(THROUGHPUT)?;
+    for (kind, (processed, failed)) in &tally.0 {
+        let (p, f) = table.get((minute, kind.as_str()))?.map_or((0, 0), |v| v.value());
+        table.insert((minute, kind.as_str()), (p + processed, f + failed))?;
+    }
+    let cutoff = minute.saturating_sub(THROUGHPUT_KEPT);
+    if table.first()?.is_some_and(|(k, _)| k.value().0 < cutoff) {
+        table.retain_in(..(cutoff, ""), |_, _| false)?;
+    }
+    Ok(())
 }
 
 /// Answers an applied op; returns a job leased for a caller that gave up
@@ -855,9 +876,24 @@ fn fail(op: Op, err: DurableError) {
         | Op::Cancel { reply, .. }
         | Op::Requeue { reply, .. } => reply.send(Err(err)),
         Op::Dead { reply, .. } => reply.send(Err(err)),
-        Op::Scan { reply, .. } => reply.send(Err(err)),
         Op::CancelIn { reply, .. } => reply.send(Err(err)),
     }
+}
+
+fn unopened(path: &std::path::Path) -> DurableError {
+    DurableError::Storage(format!(
+        "{} could not be reopened after an I/O error; the next call tries again",
+        path.display()
+    ))
+}
+
+/// A read transaction on the shared database, begun on the caller's thread.
+pub(crate) fn begin_read(db: &SharedDb, path: &std::path::Path) -> Result<ReadTransaction, DurableError> {
+    let db = db.read().unwrap_or_else(PoisonError::into_inner);
+    db.as_ref()
+        .ok_or_else(|| unopened(path))?
+        .begin_read()
+        .map_err(|e| storage_error(path, e.into(), "reading"))
 }
 
 /// Maps redb's error to ours, naming the file and what was being done.

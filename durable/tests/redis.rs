@@ -256,6 +256,30 @@ fn clients_with_clocks_hours_off_still_get_jobs_on_time_by_the_server_s_clock() 
     assert!(t.elapsed() < Duration::from_secs(1));
 }
 
+/// Issue 36.4: the client's clock steps an hour ahead after the handle
+/// measured its offset to the server's, so its estimate is an hour off
+/// until the next measurement (up to 10 s later). A delay still goes to the
+/// server as a delay: `send_after(1 s)` is due 1 s later by the server's
+/// clock, neither an hour early nor an hour late.
+#[test]
+fn a_client_whose_offset_estimate_is_an_hour_off_still_schedules_send_after_by_the_server_s_clock() {
+    let Some(server) = shared() else { return };
+    let q = RedisQueue::connect(&server.url(), &unique("stepped")).unwrap();
+    let hour = Duration::from_secs(3600);
+    q.step_client_clock(hour, true);
+    let start = Instant::now();
+    q.send_after(b"in 1 s", Duration::from_secs(1)).unwrap();
+    let job = q.reserve_timeout(LEASE, Duration::from_secs(10)).unwrap().expect("due in 1 s");
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_secs(1), "came {waited:?} after the send: early");
+    assert!(waited < Duration::from_secs(3), "came {waited:?} after the send: late");
+    // Its deadline maps back with the estimate taken before the step: the
+    // server's time, an hour behind what the stepped clock reads.
+    let off = job.deadline().duration_since(SystemTime::now()).unwrap_or_else(|e| e.duration());
+    assert!(off < Duration::from_secs(2), "deadline {off:?} from the server's now");
+    assert!(q.ack(&job).unwrap());
+}
+
 #[test]
 fn a_dropped_notification_connection_delays_a_job_by_at_most_the_liveness_bound() {
     let Some(server) = shared() else { return };

@@ -4,7 +4,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, SystemTime};
 
-use delayq_durable::{Inspect, JobId, JobInfo, JobState};
+use delayq_durable::{Filter, Inspect, JobId, JobInfo, JobState};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::preview::{line, preview};
@@ -40,12 +40,20 @@ pub fn short(d: Duration) -> String {
     }
 }
 
+/// What a leased job of a file no process holds is.
+const HOLDERS_GONE: &str =
+    "holder gone: no process has the file; due again, as the next attempt, when the application opens it";
+
 /// `stats`: the counts by state and how late the oldest pending job is.
 pub fn stats(q: &dyn Inspect, out: Out<'_>) -> Result<(), String> {
     let s = q.stats().map_err(q_err("counting"))?;
     writeln!(out, "queue    {}", q.describe()).map_err(io)?;
     writeln!(out, "pending  {}", s.pending).map_err(io)?;
-    writeln!(out, "leased   {}", s.leased).map_err(io)?;
+    if s.leased > 0 && q.holders_gone() {
+        writeln!(out, "leased   {} ({})", s.leased, HOLDERS_GONE).map_err(io)?;
+    } else {
+        writeln!(out, "leased   {}", s.leased).map_err(io)?;
+    }
     writeln!(out, "dead     {}", s.dead).map_err(io)?;
     let oldest = q.oldest_due().map_err(q_err("reading the oldest pending job"))?;
     let late = oldest.and_then(|t| SystemTime::now().duration_since(t).ok());
@@ -97,7 +105,14 @@ pub fn show(q: &dyn Inspect, id: u64, out: Out<'_>) -> Result<(), String> {
     writeln!(out, "due         {}", relative(j.deadline)).map_err(io)?;
     writeln!(out, "attempt     {}", j.attempt).map_err(io)?;
     if let Some(l) = j.lease_deadline {
-        writeln!(out, "lease ends  {}", relative(l)).map_err(io)?;
+        if q.holders_gone() {
+            writeln!(out, "lease ends  {} ({HOLDERS_GONE})", relative(l)).map_err(io)?;
+        } else {
+            writeln!(out, "lease ends  {}", relative(l)).map_err(io)?;
+        }
+    }
+    if let Some(d) = j.died_at {
+        writeln!(out, "died        {}", relative(d)).map_err(io)?;
     }
     writeln!(out, "last error  {}", line(j.last_error.as_deref().unwrap_or("-"), 4096)).map_err(io)?;
     writeln!(out, "bytes       {}", j.payload.len()).map_err(io)?;
@@ -130,40 +145,48 @@ fn progress(total: u64, what: &str) -> ProgressBar {
     bar
 }
 
-/// Applies `act` to every job dead now (at most as many as were dead at the
-/// start, so a job that dies again meanwhile is not taken twice); returns
-/// how many it changed.
+/// How many jobs one bulk change carries (one transaction on the embedded
+/// file; on Redis, scripts of at most 500 ids).
+const BATCH: usize = 10_000;
+
+/// Applies `act` to every job dead at the start (listed first, so a job
+/// that dies again meanwhile is not taken twice), a batch at a time;
+/// returns how many it changed.
 fn each_dead(
     q: &dyn Inspect,
     what: &str,
-    act: impl Fn(JobId) -> Result<bool, String>,
+    act: impl Fn(&[JobId]) -> Result<Vec<bool>, String>,
 ) -> Result<u64, String> {
-    let total = q.stats().map_err(q_err("counting"))?.dead;
-    let bar = progress(total, what);
-    let (mut seen, mut changed) = (0u64, 0u64);
-    let mut last = None;
-    while seen < total {
-        let page = q.jobs(JobState::Dead, 1000).map_err(q_err("listing dead jobs"))?;
-        // A page that did not move (every job in it refused): stop, not spin.
-        let first = page.first().map(|j| j.id);
-        if page.is_empty() || first == last {
-            break;
-        }
-        last = first;
-        for j in page.iter().take((total - seen) as usize) {
-            changed += u64::from(act(j.id)?);
-            seen += 1;
-            bar.inc(1);
-        }
+    let ids = matching(q, JobState::Dead, &Filter::default())?;
+    let bar = progress(ids.len() as u64, what);
+    let mut changed = 0u64;
+    for batch in ids.chunks(BATCH) {
+        changed += act(batch)?.into_iter().filter(|&done| done).count() as u64;
+        bar.inc(batch.len() as u64);
     }
     bar.finish_and_clear();
     Ok(changed)
 }
 
+/// The ids of every job in `state` that `filter` keeps, page after page.
+pub fn matching(q: &dyn Inspect, state: JobState, filter: &Filter) -> Result<Vec<JobId>, String> {
+    let mut ids = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let page = q.page(state, filter, cursor, BATCH).map_err(q_err("listing jobs"))?;
+        ids.extend(page.jobs.iter().map(|j| j.id));
+        match page.next {
+            Some(next) => cursor = next,
+            None => return Ok(ids),
+        }
+    }
+}
+
 /// `requeue --all-dead`.
 pub fn requeue_all_dead(q: &dyn Inspect, out: Out<'_>) -> Result<(), String> {
-    let n =
-        each_dead(q, "requeueing", |id| q.requeue_dead(id, SystemTime::now()).map_err(q_err("requeueing")))?;
+    let n = each_dead(q, "requeueing", |ids| {
+        q.requeue_dead_many(ids, SystemTime::now()).map_err(q_err("requeueing"))
+    })?;
     writeln!(out, "requeued {n} dead job{}", if n == 1 { "" } else { "s" }).map_err(io)
 }
 
@@ -171,7 +194,8 @@ pub fn requeue_all_dead(q: &dyn Inspect, out: Out<'_>) -> Result<(), String> {
 pub fn purge_dead(q: &dyn Inspect, out: Out<'_>) -> Result<(), String> {
     // Only while it is still dead (one atomic change): a job requeued and
     // leased meanwhile is left alone.
-    let n = each_dead(q, "deleting", |id| q.cancel_in(id, &[JobState::Dead]).map_err(q_err("deleting")))?;
+    let n =
+        each_dead(q, "deleting", |ids| q.cancel_many_in(ids, &[JobState::Dead]).map_err(q_err("deleting")))?;
     writeln!(out, "deleted {n} dead job{}", if n == 1 { "" } else { "s" }).map_err(io)
 }
 

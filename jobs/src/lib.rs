@@ -5,7 +5,8 @@
 //! and `delayq-jobs serve` runs a small web [`dashboard`]. An embedded file
 //! is held by one process at a time (redb's lock), so an application that
 //! owns its file mounts the dashboard itself: [`dashboard::router`] or
-//! [`dashboard::serve`].
+//! [`dashboard::serve`]; served with a sidecar, its JSON API is how the CLI
+//! reaches the file meanwhile ([`remote`]).
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 #![forbid(unsafe_code)]
@@ -14,4 +15,5 @@ pub mod commands;
 pub mod dashboard;
 pub mod open;
 pub mod preview;
+pub mod remote;
 pub mod sidecar;

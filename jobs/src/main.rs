@@ -1,7 +1,7 @@
 //! `delayq-jobs`: inspect and repair a delayq-durable queue from the shell,
 //! or serve its dashboard. See `delayq-jobs --help`.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -24,8 +24,12 @@ struct Target {
     #[arg(long, global = true, conflicts_with_all = ["redis", "name"])]
     db: Option<PathBuf>,
     /// A Redis queue: the server's URL (redis://127.0.0.1:6379); needs --name.
+    /// With --cluster: one or more nodes of a Redis Cluster, comma-separated.
     #[arg(long, global = true, requires = "name")]
     redis: Option<String>,
+    /// The --redis URLs are nodes of a Redis Cluster.
+    #[arg(long, global = true, requires = "redis")]
+    cluster: bool,
     /// The Redis queue's name.
     #[arg(long, global = true)]
     name: Option<String>,
@@ -34,8 +38,8 @@ struct Target {
 #[derive(Clone, Copy, ValueEnum)]
 enum StateArg {
     Pending,
-    #[value(alias = "leased")]
-    Reserved,
+    #[value(alias = "reserved")]
+    Leased,
     Dead,
 }
 
@@ -72,8 +76,9 @@ enum Command {
     },
     /// Serves the web dashboard until interrupted.
     Serve {
+        /// HOST:PORT (`localhost:8025` or `127.0.0.1:8025`).
         #[arg(long, default_value = "127.0.0.1:8025")]
-        bind: SocketAddr,
+        bind: String,
         /// Allow binding an address other than loopback (the dashboard has no login).
         #[arg(long)]
         allow_remote: bool,
@@ -94,18 +99,31 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<(), String> {
-    if let Command::Serve { bind, allow_remote, .. } = &cli.command {
-        // Refused before the queue is opened (and an embedded file locked).
-        if !bind.ip().is_loopback() && !allow_remote {
-            return Err(format!(
-                "{bind} is not a loopback address; the dashboard has no login: pass --allow-remote to serve it there"
-            ));
-        }
+/// The address `bind` names (a name is resolved; `localhost` to its
+/// loopback address), refused unless loopback or `allow_remote`.
+fn bind_address(bind: &str, allow_remote: bool) -> Result<SocketAddr, String> {
+    let addrs: Vec<SocketAddr> =
+        bind.to_socket_addrs().map_err(|e| format!("--bind {bind}: {e} (give HOST:PORT)"))?.collect();
+    let Some(&first) = addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()) else {
+        return Err(format!("--bind {bind}: the name resolves to no address"));
+    };
+    if !allow_remote && !addrs.iter().all(|a| a.ip().is_loopback()) {
+        return Err(format!(
+            "{bind} is not a loopback address; the dashboard has no login: pass --allow-remote to serve it there"
+        ));
     }
+    Ok(first)
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let serving = match &cli.command {
+        // Refused before the queue is opened.
+        Command::Serve { bind, allow_remote, .. } => Some(bind_address(bind, *allow_remote)?),
+        _ => None,
+    };
     let queue = match (&cli.target.db, &cli.target.redis, &cli.target.name) {
         (Some(db), _, _) => open::embedded(db)?,
-        (None, Some(url), Some(name)) => open::redis(url, name)?,
+        (None, Some(url), Some(name)) => open::redis(url, name, cli.target.cluster, serving.is_none())?,
         _ => return Err("name a queue: --db PATH, or --redis URL --name NAME".into()),
     };
     let mut out = std::io::stdout().lock();
@@ -115,7 +133,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::List { state, limit } => {
             let state = match state {
                 StateArg::Pending => JobState::Pending,
-                StateArg::Reserved => JobState::Leased,
+                StateArg::Leased => JobState::Leased,
                 StateArg::Dead => JobState::Dead,
             };
             commands::list(q, state, limit, &mut out)
@@ -126,17 +144,54 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Purge { .. } => commands::purge_dead(q, &mut out),
         Command::Cancel { id, force } => commands::cancel(q, id, force, &mut out),
         Command::Serve { bind, allow_writes, .. } => {
-            let options = dashboard::Options { allow_writes, sidecar: cli.target.db.clone() };
-            let server = dashboard::serve(queue.clone(), bind, options)
-                .map_err(|e| format!("serving on {bind}: {e}"))?;
+            let addr = serving.unwrap_or_else(|| unreachable!("resolved above"));
+            let host = bind.rsplit_once(':').map_or(bind.as_str(), |(h, _)| h).to_string();
+            let options =
+                dashboard::Options { allow_writes, sidecar: cli.target.db.clone(), hosts: vec![host] };
+            // Caught from before the address is printed, so a signal sent
+            // on seeing it finds the handlers in place.
+            let signals = Signals::new()?;
+            let server = dashboard::serve(queue.clone(), addr, options)
+                .map_err(|e| format!("serving on {addr}: {e}"))?;
             use std::io::Write;
             writeln!(out, "dashboard for {} at {}", queue.describe(), server.url())
                 .map_err(|e| e.to_string())?;
             out.flush().map_err(|e| e.to_string())?;
-            // Until the process is stopped: the server's thread does the work.
-            loop {
-                std::thread::park();
-            }
+            // Until SIGINT or SIGTERM: the server's thread does the work.
+            signals.wait();
+            server.shutdown(); // removes the sidecar
+            Ok(())
         }
+    }
+}
+
+/// SIGINT and SIGTERM, caught.
+struct Signals {
+    runtime: tokio::runtime::Runtime,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Signals, String> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .map_err(|e| format!("catching signals: {e}"))?;
+        let _entered = runtime.enter();
+        let term = signal(SignalKind::terminate()).map_err(|e| format!("catching SIGTERM: {e}"))?;
+        let int = signal(SignalKind::interrupt()).map_err(|e| format!("catching SIGINT: {e}"))?;
+        drop(_entered);
+        Ok(Signals { runtime, term, int })
+    }
+
+    /// Blocks until one arrives.
+    fn wait(self) {
+        let Signals { runtime, mut term, mut int } = self;
+        runtime.block_on(std::future::poll_fn(|cx| match (term.poll_recv(cx), int.poll_recv(cx)) {
+            (std::task::Poll::Pending, std::task::Poll::Pending) => std::task::Poll::Pending,
+            _ => std::task::Poll::Ready(()),
+        }));
     }
 }

@@ -10,6 +10,7 @@
 /// use delayq_jobs::preview::preview;
 /// assert_eq!(preview(b"hi\x1b[31m\n\xff", 80), "hi\\x1b[31m\\n\\xff");
 /// assert_eq!(preview(b"abcdef", 3), "abc…");
+/// assert_eq!(preview("a\u{2028}b\u{ad}c".as_bytes(), 80), "a\\u{2028}b\\u{00ad}c");
 /// ```
 pub fn preview(payload: &[u8], max: usize) -> String {
     let mut out = String::new();
@@ -44,9 +45,34 @@ pub fn preview(payload: &[u8], max: usize) -> String {
     out
 }
 
-/// Format characters that reorder or hide text (bidi overrides, zero-width).
+/// Characters that reorder, hide or break text without showing: Unicode's
+/// format characters (bidi marks and overrides, zero-width and joiner
+/// characters, the soft hyphen, the Arabic letter mark, word joiner and
+/// invisible operators, tag characters), the line and paragraph
+/// separators, and the blank fillers a name can hide behind.
 fn is_invisible(c: char) -> bool {
-    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{034f}'
+            | '\u{061c}'
+            | '\u{115f}'
+            | '\u{1160}'
+            | '\u{17b4}'
+            | '\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e007f}'
+            | '\u{e0100}'..='\u{e01ef}'
+    ) || matches!(c as u32, 0x0600..=0x0605 | 0x06dd | 0x070f | 0x0890 | 0x0891 | 0x08e2 | 0x110bd | 0x110cd)
 }
 
 /// A single line of text (a kind, an error) safe to print: as [`preview`].

@@ -1,7 +1,8 @@
 //! The sidecar file an application writes next to its database while it
-//! serves the dashboard (`PATH.dashboard`): its process id and the
-//! dashboard's address, so that `delayq-jobs`, refused by the file's lock,
-//! can say who holds the file and where to look instead.
+//! serves the dashboard (`PATH.dashboard`): its process id, the dashboard's
+//! address and its CSRF token (the file is its owner's alone: mode 0600),
+//! so that `delayq-jobs`, refused by the file's lock, reaches the queue
+//! through that dashboard's JSON API (`remote.rs`), or says who holds it.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +13,9 @@ pub struct Holder {
     pub pid: u32,
     /// The dashboard's address (`http://127.0.0.1:PORT/`).
     pub url: String,
+    /// The dashboard's CSRF token, for its JSON API's writes (absent: a
+    /// read-only dashboard).
+    pub token: Option<String>,
 }
 
 /// The sidecar's path for a database: `PATH.dashboard`.
@@ -21,9 +25,17 @@ pub fn path_for(db: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Writes `db`'s sidecar for this process (`pid=N` and `url=U`, one a line).
-pub fn write(db: &Path, url: &str) -> std::io::Result<()> {
-    std::fs::write(path_for(db), format!("pid={}\nurl={url}\n", std::process::id()))
+/// Writes `db`'s sidecar for this process (`pid=N`, `url=U` and, for a
+/// dashboard that takes writes, `token=T`, one a line), readable by its
+/// owner only.
+pub fn write(db: &Path, url: &str, token: Option<&str>) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = path_for(db);
+    let _ = std::fs::remove_file(&path); // a stale one may have other permissions
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+    let token = token.map(|t| format!("token={t}\n")).unwrap_or_default();
+    write!(f, "pid={}\nurl={url}\n{token}", std::process::id())
 }
 
 /// Removes `db`'s sidecar if it names this process.
@@ -40,5 +52,6 @@ pub fn read(db: &Path) -> Option<Holder> {
     let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
     let pid: u32 = field("pid=")?.parse().ok()?;
     let url = field("url=")?.to_string();
-    Path::new(&format!("/proc/{pid}")).exists().then_some(Holder { pid, url })
+    let token = field("token=").map(str::to_string);
+    Path::new(&format!("/proc/{pid}")).exists().then_some(Holder { pid, url, token })
 }

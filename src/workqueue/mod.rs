@@ -7,13 +7,23 @@
 //!   / `forget` / `num_requeues`, `shut_down` / `shut_down_with_drain`, and
 //!   [`Stats`].
 //! - [`RateLimiter`]s: [`ExponentialFailure`], [`FastSlow`], [`TokenBucket`],
-//!   [`MaxOf`] and client-go's [`default_rate_limiter`].
+//!   [`MaxOf`], [`MaxWait`] and client-go's [`default_rate_limiter`].
 //!
 //! Differences from client-go, all documented where they apply: delayed items
 //! dropped by shut down are counted ([`Stats::dropped_delayed`]); the failures
 //! maps shrink after `forget` (below); `done` of an item that is not being
 //! processed does nothing; a [`MockClock`](crate::MockClock) step returns once
-//! the items it made ready are in the FIFO.
+//! the items it made ready are in the FIFO. Three parts of client-go have no
+//! counterpart, by design, and neither have the Go tests of them: the
+//! pluggable FIFO (`QueueConfig.Queue`) and its `Touch` hook, called when a
+//! waiting item is added again (the `Touch` checks of `TestCollapse` and
+//! `TestCollapseWhileProcessing`; the FIFO here is built in, and the rest of
+//! those tests holds); the goroutine that refreshes the work-in-progress
+//! gauges every 500 ms (`TestMetricShutdown` checks that it stops; here the
+//! queue's own calls refresh them, see Metrics below, so there is no thread
+//! to stop); and `ParallelizeUntil` (`TestParallelizeUntil`), a helper that
+//! runs a function over `n` pieces on `workers` goroutines, which is no part
+//! of a queue (`std::thread::scope` or rayon do it in Rust).
 //!
 //! # Metrics
 //!
@@ -81,6 +91,6 @@ pub use self::builder::WorkQueueBuilder;
 pub use self::error::BuildError;
 pub use self::queue::WorkQueue;
 pub use self::rate_limiter::{
-    default_rate_limiter, ExponentialFailure, FastSlow, MaxOf, RateLimiter, TokenBucket,
+    default_rate_limiter, ExponentialFailure, FastSlow, MaxOf, MaxWait, RateLimiter, TokenBucket,
 };
 pub use self::stats::{Percentiles, Stats};

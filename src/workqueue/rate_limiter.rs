@@ -462,6 +462,71 @@ impl<K> fmt::Debug for MaxOf<K> {
     }
 }
 
+/// Another limiter's wait, never longer than `max` (client-go's
+/// `WithMaxWaitRateLimiter`). [`when`](RateLimiter::when) asks the wrapped
+/// limiter (which counts the request as usual) and returns the shorter of its
+/// wait and `max`; [`forget`](RateLimiter::forget) and
+/// [`num_requeues`](RateLimiter::num_requeues) are the wrapped limiter's. A
+/// bound on how long any retry can be put off, whatever the backoff says.
+///
+/// # Examples
+///
+/// ```
+/// use delayq::workqueue::{ExponentialFailure, MaxWait, RateLimiter};
+/// use std::time::Duration;
+///
+/// let ms = Duration::from_millis;
+/// let l = MaxWait::new(ExponentialFailure::new(ms(5), ms(1000)), ms(15));
+/// let waits: Vec<_> = (0..4).map(|_| l.when(&"a")).collect();
+/// assert_eq!(waits, [ms(5), ms(10), ms(15), ms(15)]);
+/// assert_eq!(l.num_requeues(&"a"), 4);
+/// l.forget(&"a");
+/// assert_eq!(l.when(&"a"), ms(5));
+/// ```
+pub struct MaxWait<R> {
+    limiter: R,
+    max: Duration,
+}
+
+impl<R> MaxWait<R> {
+    /// Caps `limiter`'s waits at `max`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use delayq::workqueue::{MaxWait, RateLimiter, TokenBucket};
+    /// use delayq::MockClock;
+    /// use std::time::Duration;
+    ///
+    /// // A bucket of one token a minute, but nobody waits more than a second.
+    /// let bucket = TokenBucket::with_clock(1.0 / 60.0, 1, MockClock::new());
+    /// let l = MaxWait::new(bucket, Duration::from_secs(1));
+    /// assert_eq!(l.when(&"a"), Duration::ZERO);
+    /// assert_eq!(l.when(&"b"), Duration::from_secs(1));
+    /// ```
+    pub fn new(limiter: R, max: Duration) -> Self {
+        MaxWait { limiter, max }
+    }
+}
+
+impl<K, R: RateLimiter<K>> RateLimiter<K> for MaxWait<R> {
+    fn when(&self, item: &K) -> Duration {
+        self.limiter.when(item).min(self.max)
+    }
+    fn forget(&self, item: &K) {
+        self.limiter.forget(item)
+    }
+    fn num_requeues(&self, item: &K) -> usize {
+        self.limiter.num_requeues(item)
+    }
+}
+
+impl<R> fmt::Debug for MaxWait<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MaxWait").field("max", &self.max).finish_non_exhaustive()
+    }
+}
+
 /// client-go's default: the longer of a per-item [`ExponentialFailure`] from
 /// 5 ms up to 1000 s and an overall [`TokenBucket`] of 10 per second with a
 /// burst of 100.
@@ -502,6 +567,64 @@ mod tests {
         }
         assert_eq!(l.failures.len(), 0);
         assert!(l.failures.capacity() <= 4 * MIN_CAPACITY, "capacity {}", l.failures.capacity());
+    }
+
+    /// client-go's `StepRateLimiter` (default_rate_limiters_test.go): `base`
+    /// for the first `threshold` calls, whatever the item, then `max`.
+    struct Step {
+        calls: Mutex<usize>,
+        threshold: usize,
+        base: Duration,
+        max: Duration,
+    }
+
+    impl RateLimiter<u32> for Step {
+        fn when(&self, _item: &u32) -> Duration {
+            let mut calls = lock(&self.calls);
+            *calls += 1;
+            if *calls <= self.threshold {
+                self.base
+            } else {
+                self.max
+            }
+        }
+        fn forget(&self, _item: &u32) {}
+        fn num_requeues(&self, _item: &u32) -> usize {
+            0
+        }
+    }
+
+    /// client-go's `TestWithMaxWaitRateLimiter`: a step limiter of 5 ms for
+    /// 100 calls, then 1000 s, capped at 500 s.
+    #[test]
+    fn max_wait_caps_the_wrapped_limiter_s_wait() {
+        let step = Step {
+            calls: Mutex::new(0),
+            threshold: 100,
+            base: Duration::from_millis(5),
+            max: Duration::from_secs(1000),
+        };
+        let l = MaxWait::new(step, Duration::from_secs(500));
+        for i in 0..100 {
+            assert_eq!(l.when(&i), Duration::from_millis(5), "call {i}");
+        }
+        for i in 100..200 {
+            assert_eq!(l.when(&i), Duration::from_secs(500), "call {i}");
+        }
+    }
+
+    #[test]
+    fn max_wait_passes_forget_and_num_requeues_through() {
+        let l = MaxWait::new(ExponentialFailure::new(Duration::from_secs(1), Duration::MAX), Duration::ZERO);
+        assert_eq!(l.when(&"a"), Duration::ZERO);
+        assert_eq!(l.when(&"a"), Duration::ZERO);
+        assert_eq!(l.num_requeues(&"a"), 2);
+        l.forget(&"a");
+        assert_eq!(l.num_requeues(&"a"), 0);
+        let boxed: Box<dyn RateLimiter<&str>> = Box::new(l);
+        let outer = MaxWait::new(boxed, Duration::from_secs(3));
+        assert_eq!(outer.when(&"a"), Duration::ZERO, "the inner cap still holds");
+        assert_eq!(outer.num_requeues(&"a"), 1);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redis::{FromRedisValue, ScriptInvocation, Value};
 
+use super::clock::{Due, ServerClock, PROBES};
 use super::pool::{redis_error, transient, Target};
 use super::scripts::Name;
 use super::{parse_dead, RedisQueue, Reserved};
@@ -233,7 +234,35 @@ impl AsyncRedisQueue {
         Ok(self.queue.flagged(name, r == 1))
     }
 
-    async fn send_delays(&self, jobs: &[(&str, &[u8], i64)]) -> Result<Vec<JobId>, DurableError> {
+    /// The queue's offset estimate, measured again first if it is due, as
+    /// the blocking client's `clock` does, on this client's connection (a
+    /// measurement cut short by a dropped future leaves the estimate as it
+    /// was, for the next caller).
+    async fn clock(&self) -> &ServerClock {
+        let q = &self.queue;
+        let clock = &q.inner.clock;
+        if let Some(refresh) = clock.claim_refresh() {
+            let mut probes = Vec::with_capacity(PROBES);
+            for _ in 0..PROBES {
+                let Ok(mut con) = self.connection().await else { break };
+                let inv = clock.probe(&q.inner.prefix);
+                let sent_ns = clock.now_ns();
+                match con.invoke::<(i64, i64)>(&inv).await {
+                    Ok(time) => probes.push(clock.probe_answered(sent_ns, time)),
+                    Err(_) => break,
+                }
+            }
+            refresh.apply(&probes);
+        }
+        clock
+    }
+
+    /// `at` on the server's clock, for a script.
+    async fn due_at(&self, at: SystemTime) -> Result<Due, DurableError> {
+        self.clock().await.at(at)
+    }
+
+    async fn send_due(&self, jobs: &[(&str, &[u8], Due)]) -> Result<Vec<JobId>, DurableError> {
         let q = &self.queue;
         q.open()?;
         for (_, payload, _) in jobs {
@@ -243,8 +272,8 @@ impl AsyncRedisQueue {
         }
         let mut inv = q.invocation(Name::Send);
         inv.arg(q.nonce()).arg(q.inner.nonce_ttl).arg(q.inner.max_attempts).arg(jobs.len());
-        for (kind, payload, delay) in jobs {
-            inv.arg(*delay).arg(*kind).arg(*payload);
+        for (kind, payload, due) in jobs {
+            inv.arg(due.arg()).arg(*kind).arg(*payload);
         }
         let ids: Vec<i64> = self.run("sending", Name::Send, &inv).await?;
         q.inner.metrics.sent(ids.len());
@@ -275,10 +304,11 @@ impl AsyncRedisQueue {
         loop {
             q.open()?;
             let seen = q.inner.notifier.generation();
+            // Measured again first if due: the reply's times map through it.
+            self.clock().await;
             let inv = q.reserve_invocation(lease_us, max);
-            let before = q.client_now_ns();
             let reply: Value = self.run("reserving", Name::Reserve, &inv).await?;
-            let Reserved { stamp, jobs, next, .. } = q.reserved(reply, before)?;
+            let Reserved { server_now_us, jobs, next, .. } = q.reserved(reply)?;
             if !jobs.is_empty() {
                 return Ok(jobs);
             }
@@ -286,7 +316,7 @@ impl AsyncRedisQueue {
                 return Ok(Vec::new());
             }
             let plan = next.and_then(|due| {
-                let wait = Duration::from_micros(due.saturating_sub(stamp.server_us).max(0) as u64);
+                let wait = Duration::from_micros(due.saturating_sub(server_now_us).max(0) as u64);
                 Instant::now().checked_add(wait)
             });
             let until = match (plan, deadline) {
@@ -322,8 +352,8 @@ impl AsyncJobQueue for AsyncRedisQueue {
     }
     async fn send_kind_at(&self, kind: &str, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
         check_kind(kind)?;
-        let delay = self.queue.delay_to(at)?;
-        one(self.send_delays(&[(kind, payload, delay)]).await)
+        let due = self.due_at(at).await?;
+        one(self.send_due(&[(kind, payload, due)]).await)
     }
     async fn send_kind_after(
         &self,
@@ -332,18 +362,18 @@ impl AsyncJobQueue for AsyncRedisQueue {
         delay: Duration,
     ) -> Result<JobId, DurableError> {
         check_kind(kind)?;
-        let delay = RedisQueue::delay_us(delay)?;
-        one(self.send_delays(&[(kind, payload, delay)]).await)
+        let due = Due::In(RedisQueue::delay_us(delay)?);
+        one(self.send_due(&[(kind, payload, due)]).await)
     }
     async fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
-        let mut delays = Vec::with_capacity(jobs.len());
+        let mut due = Vec::with_capacity(jobs.len());
         for (payload, at) in jobs {
-            delays.push(("", *payload, self.queue.delay_to(*at)?));
+            due.push(("", *payload, self.due_at(*at).await?));
         }
-        if delays.is_empty() {
+        if due.is_empty() {
             return Ok(Vec::new());
         }
-        self.send_delays(&delays).await
+        self.send_due(&due).await
     }
     async fn reserve(&self, lease: Duration) -> Result<Job, DurableError> {
         loop {
@@ -385,11 +415,11 @@ impl AsyncJobQueue for AsyncRedisQueue {
         Ok(self.queue.acked_many(&flags))
     }
     async fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
-        let delay = self.queue.delay_to(retry_at)?;
+        let due = self.due_at(retry_at).await?;
         if job.token == 0 {
             return Ok(false);
         }
-        let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string(), String::new()];
+        let args = [job.id.0.to_string(), job.token.to_string(), due.arg(), String::new()];
         self.flag("nacking", Name::Nack, &args).await
     }
     async fn nack_with_error(
@@ -398,11 +428,11 @@ impl AsyncJobQueue for AsyncRedisQueue {
         retry_at: SystemTime,
         error: &str,
     ) -> Result<bool, DurableError> {
-        let delay = self.queue.delay_to(retry_at)?;
+        let due = self.due_at(retry_at).await?;
         if job.token == 0 {
             return Ok(false);
         }
-        let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string(), clip_error(error)];
+        let args = [job.id.0.to_string(), job.token.to_string(), due.arg(), clip_error(error)];
         self.flag("nacking", Name::Nack, &args).await
     }
     async fn kill(&self, job: &Job, error: &str) -> Result<bool, DurableError> {
@@ -436,16 +466,16 @@ impl AsyncJobQueue for AsyncRedisQueue {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let before = self.queue.client_now_ns();
+        let clock = self.clock().await;
         let last = limit.min(i64::MAX as usize) - 1;
         let mut inv = self.queue.invocation(Name::Dead);
         inv.arg(last);
         let reply: Value = self.run("listing dead jobs", Name::Dead, &inv).await?;
-        parse_dead(reply, before)
+        parse_dead(reply, clock)
     }
     async fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
-        let delay = self.queue.delay_to(at)?;
-        let args = [id.0.to_string(), delay.to_string(), self.queue.inner.max_attempts.to_string()];
+        let due = self.due_at(at).await?;
+        let args = [id.0.to_string(), due.arg(), self.queue.inner.max_attempts.to_string()];
         self.flag("requeueing", Name::Requeue, &args).await
     }
 }

@@ -3,6 +3,7 @@
 
 #[cfg(feature = "redis-async")]
 mod aio;
+mod clock;
 mod metrics;
 mod pool;
 mod scripts;
@@ -23,9 +24,11 @@ use redis::{FromRedisValue, ScriptInvocation, Value};
 
 use crate::contract::JobQueue;
 use crate::error::DurableError;
+use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Throughput};
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
 use crate::stop::StopSignal;
 
+use self::clock::{Due, ServerClock, PROBES};
 use self::metrics::{Metrics, ReserveCounts};
 use self::pool::{redis_error, transient, Pool, Target};
 use self::scripts::{Name, Scripts};
@@ -34,6 +37,18 @@ use self::watch::{Notifier, Source, Watch};
 /// The most jobs one `reserve_many` leases (a larger `max` is taken as this):
 /// each may-be-leased job carries its token in the script's arguments.
 pub(crate) const MAX_RESERVE: usize = 1000;
+
+/// The most entries one inspection script reads or changes (a listing, a
+/// bulk requeue or delete goes on in further scripts): each is a few
+/// milliseconds of the server's single thread at most, so a listing of
+/// 200,000 jobs never stalls the server's other clients.
+pub(crate) const MAX_BATCH: usize = 500;
+
+/// The most inspection scripts one `page` call runs (a filter that keeps
+/// few jobs returns fewer than asked, with a cursor to go on from).
+fn listing_calls() -> usize {
+    40
+}
 
 /// Durable delayed jobs in a Redis server: the same contract and calls as
 /// [`DurableQueue`](crate::DurableQueue), shared by every process that connects
@@ -60,11 +75,18 @@ pub(crate) const MAX_RESERVE: usize = 1000;
 ///   lease expiry (due again with the next attempt, or dead after the last),
 ///   requeue. There is no step between "take the due job" and "hand it out" in
 ///   which a crash loses it (the fault of a pop-then-push poller).
-/// - **The server's clock.** Every script reads `TIME`; a deadline is stored as
-///   the server's time. `send_at(at)` is sent as `at` minus the client's *now*
-///   (a delay), so a client whose clock is hours off still schedules "in 5 s"
-///   as 5 s; times in a [`Job`] are the server's, converted to the client's
-///   clock by the offset measured on that reply.
+/// - **The server's clock.** Every script reads `TIME`, and a job is due when
+///   the server's clock says so. `send_after(d)` goes as a delay, so a client
+///   whose clock is hours off still schedules "in 5 s" as 5 s. An instant
+///   (`send_at`, `nack`'s `retry_at`, `requeue_dead`) goes mapped to the
+///   server's clock by one offset estimate, and the times in a [`Job`] come
+///   back through the same offset, so `deadline()` is the instant the job was
+///   sent with, to the microsecond. The estimate is the upper bound that the
+///   fastest of five `TIME` round trips gives (never below the true offset: a
+///   job is not due before its instant by this client's clock either, when
+///   the clocks agree), taken at connect and again every 10 s while the
+///   handle converts times; it moves only when a fresh round trip rules it
+///   out (the clocks stepped or drifted apart, a failover changed the master).
 /// - **No polling.** A waiting `reserve` sleeps until the earliest due time the
 ///   server reported, or until a message on the queue's pub/sub channel
 ///   announces an earlier one (the queue's watcher thread holds the
@@ -111,8 +133,8 @@ struct Inner {
     closed: AtomicBool,
     max_attempts: u32,
     max_payload: usize,
-    /// Test hook: nanoseconds added to this client's clock readings.
-    skew_ns: i64,
+    /// The offset estimate between this client's clock and the server's.
+    clock: ServerClock,
     nonces: AtomicU64,
     nonce_base: u64,
     /// Lease tokens: SipHash of a counter under keys the standard library
@@ -329,7 +351,7 @@ impl RedisBuilder {
         }
         .start()
         .map_err(|e| redis_error(e, &format!("subscribing to {url}")))?;
-        Ok(RedisQueue {
+        let queue = RedisQueue {
             inner: Arc::new(Inner {
                 name: name.to_string(),
                 prefix,
@@ -343,14 +365,17 @@ impl RedisBuilder {
                 closed: AtomicBool::new(false),
                 max_attempts: self.max_attempts,
                 max_payload: self.max_payload,
-                skew_ns: self.skew_ns,
+                clock: ServerClock::new(self.skew_ns),
                 nonces: AtomicU64::new(0),
                 nonce_base,
                 tokens: AtomicU64::new(0),
                 token_keys: RandomState::new(),
                 nonce_ttl,
             }),
-        })
+        };
+        // The first offset estimate, before any call converts a time.
+        queue.clock();
+        Ok(queue)
     }
 }
 
@@ -360,29 +385,10 @@ impl fmt::Debug for RedisQueue {
     }
 }
 
-/// A server reply's "now" and the client's clock reading taken just *before*
-/// the request was sent. The server read its clock between that reading and
-/// the reply, so times mapped with this stamp are never later than the truth
-/// by the client's clock (by at most the round trip earlier): a reported
-/// deadline has passed when the job is handed out, and a reported lease end
-/// errs on the side of the holder finishing early.
-#[derive(Clone, Copy)]
-struct Stamp {
-    server_us: i64,
-    client_ns: i128,
-}
-
-impl Stamp {
-    /// A server time (µs) on this client's clock, as ns since the epoch.
-    fn to_client_ns(self, server_us: i64) -> u64 {
-        let ns = i128::from(server_us) * 1000 - (i128::from(self.server_us) * 1000 - self.client_ns);
-        ns.clamp(0, i128::from(u64::MAX)) as u64
-    }
-}
-
 /// The reserve script's reply, as [`parse_reserve`] reads it.
 struct Reserved {
-    stamp: Stamp,
+    /// The server's now when the script ran (µs).
+    server_now_us: i64,
     jobs: Vec<Job>,
     /// With no job: the next due time (µs, server clock), if any.
     next: Option<i64>,
@@ -390,13 +396,13 @@ struct Reserved {
     counts: ReserveCounts,
 }
 
-/// The reserve script's reply; `before` is the client's clock read before
-/// the request. The four counts after the jobs (or the next due time) are
+/// The reserve script's reply, its times mapped to this client's clock by
+/// `clock`. The four counts after the jobs (or the next due time) are
 /// optional: a reply without them reads as no expiry and no job counts.
-fn parse_reserve(reply: Value, before: i128) -> Result<Reserved, DurableError> {
+fn parse_reserve(reply: Value, clock: &ServerClock) -> Result<Reserved, DurableError> {
     let mut items = array(reply)?.into_iter();
     let mut next = || items.next().ok_or_else(|| DurableError::Redis("short reply to reserve".into()));
-    let stamp = Stamp { server_us: int(&next()?)?, client_ns: before };
+    let server_now_us = int(&next()?)?;
     let n = int(&next()?)?;
     let mut jobs = Vec::with_capacity(n.max(0) as usize);
     let mut due = None;
@@ -416,10 +422,10 @@ fn parse_reserve(reply: Value, before: i128) -> Result<Reserved, DurableError> {
         jobs.push(Job {
             id: JobId(id),
             payload,
-            deadline: stamp.to_client_ns(deadline),
+            deadline: clock.client_ns(deadline),
             attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
             token,
-            lease_until: stamp.to_client_ns(lease_until),
+            lease_until: clock.client_ns(lease_until),
             kind,
             last_error: (!error.is_empty()).then_some(error),
         });
@@ -432,13 +438,13 @@ fn parse_reserve(reply: Value, before: i128) -> Result<Reserved, DurableError> {
         [expired, ..] => ReserveCounts { expired, jobs: None },
         [] => ReserveCounts::default(),
     };
-    Ok(Reserved { stamp, jobs, next: due, counts })
+    Ok(Reserved { server_now_us, jobs, next: due, counts })
 }
 
-/// The dead-set listing's reply.
-fn parse_dead(reply: Value, before: i128) -> Result<Vec<Job>, DurableError> {
+/// The dead-set listing's reply, its times mapped by `clock`.
+fn parse_dead(reply: Value, clock: &ServerClock) -> Result<Vec<Job>, DurableError> {
     let mut items = array(reply)?.into_iter();
-    let stamp = Stamp { server_us: int(&items.next().unwrap_or(Value::Int(0)))?, client_ns: before };
+    items.next(); // the server's now: not needed
     let mut out = Vec::new();
     while let (Some(id), Some(attempt), Some(deadline), Some(payload), Some(kind), Some(error)) =
         (items.next(), items.next(), items.next(), items.next(), items.next(), items.next())
@@ -449,7 +455,7 @@ fn parse_dead(reply: Value, before: i128) -> Result<Vec<Job>, DurableError> {
             last_error: (!error.is_empty()).then_some(error),
             id: JobId(int(&id)? as u64),
             payload: bytes(payload),
-            deadline: stamp.to_client_ns(int(&deadline)?),
+            deadline: clock.client_ns(int(&deadline)?),
             attempt: u32::try_from(int(&attempt)?).unwrap_or(u32::MAX),
             token: 0,
             lease_until: 0,
@@ -532,24 +538,38 @@ impl RedisQueue {
         &self.inner.name
     }
 
-    fn client_now_ns(&self) -> i128 {
-        let real = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
-        real + i128::from(self.inner.skew_ns)
+    /// For tests: this client's clock steps by `by` (ahead if `ahead`) after
+    /// the offset to the server's was measured, as an NTP step would; the
+    /// estimate stays off by `by` until the next measurement.
+    #[doc(hidden)]
+    pub fn step_client_clock(&self, by: Duration, ahead: bool) {
+        let ns = i64::try_from(by.as_nanos()).unwrap_or(i64::MAX);
+        self.inner.clock.step(if ahead { ns } else { -ns });
     }
 
-    /// `at` as a delay in µs from the client's now (negative if past), rounded up.
-    fn delay_to(&self, at: SystemTime) -> Result<i64, DurableError> {
-        let at_ns = match at.duration_since(UNIX_EPOCH) {
-            Ok(d) => i128::try_from(d.as_nanos()).map_err(|_| DurableError::DeadlineOutOfRange)?,
-            Err(e) => -i128::try_from(e.duration().as_nanos()).unwrap_or(i128::MAX),
-        };
-        let delta = at_ns - self.client_now_ns();
-        let us = if delta > 0 { (delta + 999) / 1000 } else { delta / 1000 };
-        // The scripts' times must stay exact in Lua's doubles.
-        if us > 1 << 52 {
-            return Err(DurableError::DeadlineOutOfRange);
+    /// The offset estimate, measured again first if it is due
+    /// ([`REFRESH`](clock::REFRESH) old, and no other caller is measuring):
+    /// [`PROBES`] round trips, each tried once (an error ends the
+    /// measurement, and the estimate stays).
+    fn clock(&self) -> &ServerClock {
+        let clock = &self.inner.clock;
+        if let Some(refresh) = clock.claim_refresh() {
+            let mut probes = Vec::with_capacity(PROBES);
+            for _ in 0..PROBES {
+                let inv = clock.probe(&self.inner.prefix);
+                match self.inner.pool.once(|con| clock.probe_with(|| inv.invoke(con))) {
+                    Ok(p) => probes.push(p),
+                    Err(_) => break,
+                }
+            }
+            refresh.apply(&probes);
         }
-        Ok(us.max(-(1 << 52)) as i64)
+        clock
+    }
+
+    /// `at` on the server's clock, for a script.
+    fn due_at(&self, at: SystemTime) -> Result<Due, DurableError> {
+        self.clock().at(at)
     }
 
     fn delay_us(delay: Duration) -> Result<i64, DurableError> {
@@ -587,8 +607,9 @@ impl RedisQueue {
         Ok(())
     }
 
-    /// Stores a job due at `at` (taken as a delay from this client's clock and
-    /// added to the server's); returns once the server has it.
+    /// Stores a job due at `at` (mapped to the server's clock by the offset
+    /// estimate: see [How it works](RedisQueue#how-it-works)); returns once
+    /// the server has it.
     pub fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
         self.send_kind_at("", payload, at)
     }
@@ -602,8 +623,8 @@ impl RedisQueue {
     /// ([`Job::kind`]); a kind is at most 255 bytes, without control characters.
     pub fn send_kind_at(&self, kind: &str, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
         check_kind(kind)?;
-        let delay = self.delay_to(at)?;
-        Ok(self.send_delays(&[(kind, payload, delay)])?[0])
+        let due = self.due_at(at)?;
+        Ok(self.send_due(&[(kind, payload, due)])?[0])
     }
 
     /// As [`send_after`](Self::send_after), with a kind.
@@ -614,23 +635,23 @@ impl RedisQueue {
         delay: Duration,
     ) -> Result<JobId, DurableError> {
         check_kind(kind)?;
-        let delay = Self::delay_us(delay)?;
-        Ok(self.send_delays(&[(kind, payload, delay)])?[0])
+        let due = Due::In(Self::delay_us(delay)?);
+        Ok(self.send_due(&[(kind, payload, due)])?[0])
     }
 
     /// Stores several jobs in one script, all or none.
     pub fn send_many(&self, jobs: &[(&[u8], SystemTime)]) -> Result<Vec<JobId>, DurableError> {
-        let mut delays = Vec::with_capacity(jobs.len());
+        let mut due = Vec::with_capacity(jobs.len());
         for (payload, at) in jobs {
-            delays.push(("", *payload, self.delay_to(*at)?));
+            due.push(("", *payload, self.due_at(*at)?));
         }
-        if delays.is_empty() {
+        if due.is_empty() {
             return Ok(Vec::new());
         }
-        self.send_delays(&delays)
+        self.send_due(&due)
     }
 
-    fn send_delays(&self, jobs: &[(&str, &[u8], i64)]) -> Result<Vec<JobId>, DurableError> {
+    fn send_due(&self, jobs: &[(&str, &[u8], Due)]) -> Result<Vec<JobId>, DurableError> {
         self.open()?;
         for (_, payload, _) in jobs {
             if payload.len() > self.inner.max_payload {
@@ -642,8 +663,8 @@ impl RedisQueue {
         }
         let mut inv = self.invocation(Name::Send);
         inv.arg(self.nonce()).arg(self.inner.nonce_ttl).arg(self.inner.max_attempts).arg(jobs.len());
-        for (kind, payload, delay) in jobs {
-            inv.arg(*delay).arg(*kind).arg(*payload);
+        for (kind, payload, due) in jobs {
+            inv.arg(due.arg()).arg(*kind).arg(*payload);
         }
         let ids: Vec<i64> = self.run("sending", Name::Send, &inv)?;
         self.inner.metrics.sent(ids.len());
@@ -684,20 +705,20 @@ impl RedisQueue {
         inv
     }
 
-    /// Reads the reserve script's reply (`before`: the client's clock before
-    /// the request) and records what it reports.
-    fn reserved(&self, reply: Value, before: i128) -> Result<Reserved, DurableError> {
-        let r = parse_reserve(reply, before)?;
+    /// Reads the reserve script's reply and records what it reports.
+    fn reserved(&self, reply: Value) -> Result<Reserved, DurableError> {
+        let r = parse_reserve(reply, &self.inner.clock)?;
         self.inner.metrics.reserved(&r.jobs, &r.counts);
         Ok(r)
     }
 
     /// Runs the reserve script.
     fn reserve_once(&self, lease_us: i64, max: usize) -> Result<Reserved, DurableError> {
+        // Measured again first if due: the reply's times map through it.
+        self.clock();
         let inv = self.reserve_invocation(lease_us, max);
-        let before = self.client_now_ns();
         let reply: Value = self.run("reserving", Name::Reserve, &inv)?;
-        self.reserved(reply, before)
+        self.reserved(reply)
     }
 
     /// Blocks until a job is due by the server's clock, leases it, returns it.
@@ -770,7 +791,7 @@ impl RedisQueue {
             // Read the generation before the script: a job made pending after
             // the script ran announces itself with a newer one.
             let seen = self.inner.notifier.generation();
-            let Reserved { stamp, jobs, next, .. } = self.reserve_once(lease_us, max)?;
+            let Reserved { server_now_us, jobs, next, .. } = self.reserve_once(lease_us, max)?;
             if !jobs.is_empty() {
                 return Ok(jobs);
             }
@@ -778,7 +799,7 @@ impl RedisQueue {
                 return Ok(Vec::new());
             }
             let plan = next.map(|due| {
-                let wait = Duration::from_micros(due.saturating_sub(stamp.server_us).max(0) as u64);
+                let wait = Duration::from_micros(due.saturating_sub(server_now_us).max(0) as u64);
                 Instant::now().checked_add(wait)
             });
             let until = match (plan.flatten(), deadline) {
@@ -850,14 +871,15 @@ impl RedisQueue {
         flags
     }
 
-    /// Retries the job at `retry_at` (as a delay from this client's clock), or
-    /// moves it to the dead set after its last attempt.
+    /// Retries the job at `retry_at` (mapped to the server's clock as
+    /// [`send_at`](Self::send_at)'s instant), or moves it to the dead set
+    /// after its last attempt.
     pub fn nack(&self, job: &Job, retry_at: SystemTime) -> Result<bool, DurableError> {
-        let delay = self.delay_to(retry_at)?;
+        let due = self.due_at(retry_at)?;
         if job.token == 0 {
             return Ok(false);
         }
-        let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string(), String::new()];
+        let args = [job.id.0.to_string(), job.token.to_string(), due.arg(), String::new()];
         self.flag("nacking", Name::Nack, &args)
     }
 
@@ -869,11 +891,11 @@ impl RedisQueue {
         retry_at: SystemTime,
         error: &str,
     ) -> Result<bool, DurableError> {
-        let delay = self.delay_to(retry_at)?;
+        let due = self.due_at(retry_at)?;
         if job.token == 0 {
             return Ok(false);
         }
-        let args = [job.id.0.to_string(), job.token.to_string(), delay.to_string(), clip_error(error)];
+        let args = [job.id.0.to_string(), job.token.to_string(), due.arg(), clip_error(error)];
         self.flag("nacking", Name::Nack, &args)
     }
 
@@ -904,11 +926,11 @@ impl RedisQueue {
 
     /// Moves a dead job back to pending, due at `at`, with `max_attempts` more deliveries.
     pub fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
-        let delay = self.delay_to(at)?;
+        let due = self.due_at(at)?;
         self.flag(
             "requeueing",
             Name::Requeue,
-            &[id.0.to_string(), delay.to_string(), self.inner.max_attempts.to_string()],
+            &[id.0.to_string(), due.arg(), self.inner.max_attempts.to_string()],
         )
     }
 
@@ -941,57 +963,182 @@ impl RedisQueue {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let before = self.client_now_ns();
+        let clock = self.clock();
         // ZRANGE's last index; Redis takes at most `i64::MAX`.
         let last = limit.min(i64::MAX as usize) - 1;
         let mut inv = self.invocation(Name::Dead);
         inv.arg(last);
         let reply: Value = self.run("listing dead jobs", Name::Dead, &inv)?;
-        parse_dead(reply, before)
+        parse_dead(reply, clock)
     }
 
-    /// The inspection API's guarded delete (`inspect.rs`): only a job whose
-    /// state letter is in `letters`.
-    pub(crate) fn cancel_in(&self, id: JobId, letters: &str) -> Result<bool, DurableError> {
-        self.flag("cancelling", Name::CancelIn, &[id.0.to_string(), letters.to_string()])
-    }
-
-    /// The inspection API's read (`inspect.rs`): `args` is `["set", name,
-    /// last index]` or `["job", id]`; jobs with their state letter (`p`, `l`,
-    /// `d`). The lease token is never read: a listed job cannot be acked.
-    pub(crate) fn inspect(&self, args: &[String]) -> Result<Vec<(u8, Job)>, DurableError> {
-        let before = self.client_now_ns();
-        let mut inv = self.invocation(Name::Inspect);
-        inv.arg(args);
-        let reply: Value = self.run("inspecting jobs", Name::Inspect, &inv)?;
-        let mut items = array(reply)?.into_iter();
-        let stamp = Stamp { server_us: int(&items.next().unwrap_or(Value::Int(0)))?, client_ns: before };
-        let mut out = Vec::new();
-        while let Some(id) = items.next() {
-            let mut f: Vec<Value> = items.by_ref().take(7).collect();
-            if f.len() < 7 {
-                return Err(DurableError::Redis("inspecting jobs: a short reply".into()));
+    /// The inspection API's guarded delete (`inspect.rs`): each job only if
+    /// its state letter is in `letters`; one script per [`MAX_BATCH`] ids.
+    pub(crate) fn cancel_many_in(&self, ids: &[JobId], letters: &str) -> Result<Vec<bool>, DurableError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(MAX_BATCH) {
+            let mut inv = self.invocation(Name::CancelIn);
+            inv.arg(self.nonce()).arg(self.inner.nonce_ttl).arg(letters).arg(chunk.len());
+            for id in chunk {
+                inv.arg(id.0);
             }
-            let lease_until = f.pop().map(|v| int(&v).unwrap_or(0)).unwrap_or(0);
-            let error = text(f.pop().unwrap_or(Value::Nil));
-            let kind = text(f.pop().unwrap_or(Value::Nil));
-            let payload = bytes(f.pop().unwrap_or(Value::Nil));
-            let state = bytes(f[0].clone()).first().copied().unwrap_or(b'p');
-            out.push((
-                state,
-                Job {
-                    id: JobId(int(&id)? as u64),
-                    payload,
-                    deadline: stamp.to_client_ns(int(&f[2])?),
-                    attempt: u32::try_from(int(&f[1])?).unwrap_or(u32::MAX),
-                    token: 0,
-                    lease_until: if state == b'l' { stamp.to_client_ns(lease_until) } else { 0 },
-                    kind,
-                    last_error: (!error.is_empty()).then_some(error),
-                },
-            ));
+            let flags: Vec<i64> = self.run("cancelling", Name::CancelIn, &inv)?;
+            out.extend(flags.into_iter().map(|f| f == 1));
         }
         Ok(out)
+    }
+
+    /// The inspection API's bulk requeue (`inspect.rs`): each dead job back to
+    /// pending, due at `at`; one script per [`MAX_BATCH`] ids.
+    pub(crate) fn requeue_dead_many(&self, ids: &[JobId], at: SystemTime) -> Result<Vec<bool>, DurableError> {
+        let due = self.due_at(at)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(MAX_BATCH) {
+            let mut inv = self.invocation(Name::RequeueMany);
+            inv.arg(self.nonce()).arg(self.inner.nonce_ttl).arg(due.arg()).arg(self.inner.max_attempts);
+            inv.arg(chunk.len());
+            for id in chunk {
+                inv.arg(id.0);
+            }
+            let flags: Vec<i64> = self.run("requeueing", Name::RequeueMany, &inv)?;
+            out.extend(flags.into_iter().map(|f| f == 1));
+        }
+        Ok(out)
+    }
+
+    /// The inspection API's listing (`inspect.rs`): from index `cursor` of
+    /// the state's set, scripts of at most [`MAX_BATCH`] entries each until
+    /// `limit` jobs matched or the set ended. The lease token is never read.
+    pub(crate) fn inspect_page(
+        &self,
+        state: JobState,
+        filter: &Filter,
+        cursor: u64,
+        limit: usize,
+    ) -> Result<Page, DurableError> {
+        let mut page = Page { jobs: Vec::new(), next: Some(cursor) };
+        // A bound on the scripts of one call, as the embedded file's budget.
+        let mut calls = listing_calls();
+        while let (Some(from), true, true) = (page.next, page.jobs.len() < limit, calls > 0) {
+            calls -= 1;
+            let mut inv = self.invocation(Name::Inspect);
+            inv.arg("set").arg(state.as_str()).arg(from).arg(MAX_BATCH).arg(limit - page.jobs.len());
+            match &filter.kind {
+                Some(kind) => inv.arg("1").arg(kind),
+                None => inv.arg("0").arg(""),
+            };
+            inv.arg(filter.error.as_deref().unwrap_or("").to_ascii_lowercase());
+            let (jobs, next) = self.inspected(&inv)?;
+            page.jobs.extend(jobs);
+            page.next = next;
+        }
+        Ok(page)
+    }
+
+    /// The inspection API's read of one job (`inspect.rs`).
+    pub(crate) fn inspect_job(&self, id: JobId) -> Result<Option<JobInfo>, DurableError> {
+        let mut inv = self.invocation(Name::Inspect);
+        inv.arg("job").arg(id.0);
+        Ok(self.inspected(&inv)?.0.into_iter().next())
+    }
+
+    /// Runs the inspect script: the jobs, and the index to read on from.
+    fn inspected(&self, inv: &ScriptInvocation<'_>) -> Result<(Vec<JobInfo>, Option<u64>), DurableError> {
+        let clock = self.clock();
+        let reply: Value = self.run("inspecting jobs", Name::Inspect, inv)?;
+        let mut items = array(reply)?.into_iter();
+        items.next(); // the server's now: not needed
+        let next = int(&items.next().unwrap_or(Value::Int(-1)))?;
+        let time = |v: &Value| int(v).ok().map(|us| crate::job::from_nanos(clock.client_ns(us)));
+        let mut out = Vec::new();
+        while let Some(id) = items.next() {
+            let f: Vec<Value> = items.by_ref().take(8).collect();
+            let [state, attempt, deadline, payload, kind, error, lease_until, score] =
+                <[Value; 8]>::try_from(f)
+                    .map_err(|_| DurableError::Redis("inspecting jobs: a short reply".into()))?;
+            let state = match bytes(state).first() {
+                Some(b'l') => JobState::Leased,
+                Some(b'd') => JobState::Dead,
+                _ => JobState::Pending,
+            };
+            let error = text(error);
+            out.push(JobInfo {
+                id: JobId(int(&id)? as u64),
+                state,
+                kind: text(kind),
+                deadline: crate::job::from_nanos(clock.client_ns(int(&deadline)?)),
+                attempt: u32::try_from(int(&attempt)?).unwrap_or(u32::MAX),
+                lease_deadline: if state == JobState::Leased { time(&lease_until) } else { None },
+                died_at: if state == JobState::Dead { time(&score) } else { None },
+                last_error: (!error.is_empty()).then_some(error),
+                payload: bytes(payload),
+            });
+        }
+        Ok((out, u64::try_from(next).ok()))
+    }
+
+    /// The inspection API's counts by kind (`inspect.rs`): each set read in
+    /// scripts of at most [`MAX_BATCH`] entries.
+    pub(crate) fn inspect_kinds(&self) -> Result<Vec<KindCounts>, DurableError> {
+        let mut kinds: std::collections::BTreeMap<String, [u64; 3]> = Default::default();
+        for (slot, set) in ["pending", "leased", "dead"].into_iter().enumerate() {
+            let mut from = 0i64;
+            while from >= 0 {
+                let mut inv = self.invocation(Name::Kinds);
+                inv.arg(set).arg(from).arg(MAX_BATCH);
+                let reply: Value = self.run("counting kinds", Name::Kinds, &inv)?;
+                let mut items = array(reply)?.into_iter();
+                from = int(&items.next().unwrap_or(Value::Int(-1)))?;
+                while let (Some(kind), Some(n)) = (items.next(), items.next()) {
+                    kinds.entry(text(kind)).or_default()[slot] += int(&n)?.max(0) as u64;
+                }
+            }
+        }
+        Ok(kinds
+            .into_iter()
+            .map(|(kind, c)| KindCounts { kind, pending: c[0], leased: c[1], dead: c[2] })
+            .collect())
+    }
+
+    /// The inspection API's throughput (`inspect.rs`): the minutes from
+    /// `since` to the server's now (at most the last 24 hours), one script.
+    pub(crate) fn inspect_throughput(&self, since: SystemTime) -> Result<Vec<Throughput>, DurableError> {
+        let clock = self.clock();
+        let back = SystemTime::now().duration_since(since).map_or(0, |d| d.as_secs() / 60);
+        let mut inv = self.invocation(Name::Throughput);
+        inv.arg(back.min(24 * 60) + 1);
+        let reply: Value = self.run("reading the throughput", Name::Throughput, &inv)?;
+        let mut by: std::collections::BTreeMap<(i64, String), (u64, u64)> = Default::default();
+        let mut items = array(reply)?.into_iter();
+        while let (Some(minute), Some(field), Some(n)) = (items.next(), items.next(), items.next()) {
+            let field = text(field);
+            let n = int(&n)?.max(0) as u64;
+            let Some((what, kind)) = field.split_once(':') else { continue };
+            let slot = by.entry((int(&minute)?, kind.to_string())).or_default();
+            if what == "ok" {
+                slot.0 += n;
+            } else {
+                slot.1 += n;
+            }
+        }
+        Ok(by
+            .into_iter()
+            .map(|((minute, kind), (processed, failed))| Throughput {
+                minute: crate::job::from_nanos(clock.client_ns(minute * 60_000_000)),
+                kind,
+                processed,
+                failed,
+            })
+            .collect())
+    }
+
+    /// Whether a job was ever sent to this queue (its id counter exists): a
+    /// queue name with no keys is most likely a typo.
+    pub fn exists(&self) -> Result<bool, DurableError> {
+        let key = format!("{}seq", self.inner.prefix);
+        let n: i64 =
+            self.inner.pool.run("looking for the queue", |con| redis::cmd("EXISTS").arg(&key).query(con))?;
+        Ok(n > 0)
     }
 
     /// Stops sends and reserves from this handle (they fail with

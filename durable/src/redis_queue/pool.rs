@@ -107,7 +107,27 @@ pub(crate) fn transient(e: &redis::RedisError) -> bool {
 }
 
 pub(crate) fn redis_error(e: redis::RedisError, doing: &str) -> DurableError {
-    DurableError::Redis(format!("{doing}: {e}"))
+    DurableError::Redis(format!("{doing}: {}", describe(&e)))
+}
+
+/// One line an operator can act on: a timeout says so (not the socket's
+/// `Resource temporarily unavailable`), a reply that is not the Redis
+/// protocol says that the server is likely not Redis (not the parser's
+/// dump of what it read).
+fn describe(e: &redis::RedisError) -> String {
+    if e.is_timeout() {
+        return "timed out: the server did not answer in time".into();
+    }
+    if e.kind() == redis::ErrorKind::Parse {
+        return "the reply is not the Redis protocol: is a Redis server listening there?".into();
+    }
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or("").trim();
+    if text.lines().nth(1).is_some() {
+        format!("{first} …")
+    } else {
+        first.to_string()
+    }
 }
 
 impl Pool {

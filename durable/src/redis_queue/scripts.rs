@@ -12,6 +12,7 @@
 //! | `pending` | zset | pending jobs by due time (µs since the Unix epoch, server clock) |
 //! | `leased` | zset | leased jobs by lease end |
 //! | `dead` | zset | dead jobs by time of death |
+//! | `tp:<minute>` | hash | jobs processed (`ok:<kind>`) and failed (`fail:<kind>`: an attempt nacked, killed or whose lease ran out) in that minute (µs / 60,000,000, server clock); kept 25 h |
 //! | `r:<nonce>` | string | the result of a change, kept for the nonce TTL (the client's retry window plus a margin: 30 s by default), so a call retried after a lost reply is not applied twice |
 //! | channel `wake` | pub/sub | the due time of every job made pending (send, nack, requeue) |
 //!
@@ -38,7 +39,11 @@
 //! is removed from its set when a script meets it, and otherwise ignored: one
 //! missing hash must not stop every consumer.
 
-/// Shared by every script: `KEYS[1]` is the queue's key prefix.
+/// Shared by every script: `KEYS[1]` is the queue's key prefix. A due time
+/// argument (`due`) is µs after the server's now (`"5000"`, may be
+/// negative), or `@` and µs since the epoch on the server's clock
+/// (`"@1700000000000000"`: an instant the client mapped with its offset
+/// estimate, `clock.rs`).
 const PROLOGUE: &str = r#"
 local p = KEYS[1]
 local t = redis.call('TIME')
@@ -55,10 +60,19 @@ local function unlink(id)
   redis.call('ZREM', p .. 'leased', id)
   redis.call('ZREM', p .. 'dead', id)
 end
+local function due(a)
+  if string.byte(a, 1) == 64 then return tonumber(string.sub(a, 2)) end
+  return now + tonumber(a)
+end
+local function tally(kind, what)
+  local key = p .. 'tp:' .. math.floor(now / 60000000)
+  redis.call('HINCRBY', key, what .. ':' .. (kind or ''), 1)
+  redis.call('EXPIRE', key, 90000)
+end
 "#;
 
-/// ARGV: nonce, nonce TTL, max_attempts, n, then n triples (delay µs from the
-/// server's now, may be negative; kind; payload). Returns the ids, in order.
+/// ARGV: nonce, nonce TTL, max_attempts, n, then n triples (due time, as
+/// `due` reads it; kind; payload). Returns the ids, in order.
 const SEND: &str = r#"
 local c = cached(ARGV[1])
 if c then return cjson.decode(c) end
@@ -67,7 +81,7 @@ local n = tonumber(ARGV[4])
 local ids = {}
 local earliest = nil
 for i = 1, n do
-  local at = now + tonumber(ARGV[2 + 3 * i])
+  local at = due(ARGV[2 + 3 * i])
   if at < 0 then at = 0 end
   local id = redis.call('INCR', p .. 'seq')
   redis.call('HSET', p .. 'job:' .. id, 'payload', ARGV[4 + 3 * i], 'kind', ARGV[3 + 3 * i], 'deadline', at,
@@ -103,18 +117,20 @@ local ended = 0
 for _, id in ipairs(expired) do
   local k = p .. 'job:' .. id
   redis.call('ZREM', p .. 'leased', id)
-  local f = redis.call('HMGET', k, 'attempt', 'dead_after', 'lease_until')
+  local f = redis.call('HMGET', k, 'attempt', 'dead_after', 'lease_until', 'kind')
   if not f[1] or not f[2] or not f[3] then
     -- The hash is gone: nothing to redeliver.
   elseif tonumber(f[1]) >= tonumber(f[2]) then
     redis.call('HSET', k, 'state', 'd', 'token', 0, 'error', 'lease expired (attempt ' .. f[1] .. ')')
     redis.call('ZADD', p .. 'dead', now, id)
+    tally(f[4], 'fail')
     ended = ended + 1
   else
     -- Due again; the token stays, so a late ack still counts until the job
     -- is leased to someone else. Why it came back is its last error.
     redis.call('HSET', k, 'state', 'p', 'error', 'lease expired (attempt ' .. f[1] .. ')')
     redis.call('ZADD', p .. 'pending', f[3], id)
+    tally(f[4], 'fail')
     ended = ended + 1
   end
 end
@@ -166,10 +182,11 @@ local c = cached(ARGV[1])
 if c then return tonumber(c) end
 local k = p .. 'job:' .. ARGV[3]
 local r = 0
-local f = redis.call('HMGET', k, 'token', 'state')
+local f = redis.call('HMGET', k, 'token', 'state', 'kind')
 if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
   redis.call('DEL', k)
   unlink(ARGV[3])
+  tally(f[3], 'ok')
   r = 1
 end
 remember(ARGV[1], r)
@@ -185,11 +202,12 @@ local out = {}
 for i = 1, tonumber(ARGV[3]) do
   local id = ARGV[2 + 2 * i]
   local k = p .. 'job:' .. id
-  local f = redis.call('HMGET', k, 'token', 'state')
+  local f = redis.call('HMGET', k, 'token', 'state', 'kind')
   out[i] = 0
   if f[1] and f[1] ~= '0' and f[1] == ARGV[3 + 2 * i] and f[2] ~= 'd' then
     redis.call('DEL', k)
     unlink(id)
+    tally(f[3], 'ok')
     out[i] = 1
   end
 end
@@ -197,23 +215,25 @@ remember(ARGV[1], cjson.encode(out))
 return out
 "#;
 
-/// ARGV: nonce, nonce TTL, id, token, delay µs, error (`""`: keep the job's
-/// last error). Retry at now + delay, or dead after the last attempt.
+/// ARGV: nonce, nonce TTL, id, token, due time (as `due` reads it), error
+/// (`""`: keep the job's last error). Retry then, or dead after the last
+/// attempt.
 const NACK: &str = r#"
 local c = cached(ARGV[1])
 if c then return tonumber(c) end
 local id = ARGV[3]
 local k = p .. 'job:' .. id
 local r = 0
-local f = redis.call('HMGET', k, 'token', 'state', 'attempt', 'dead_after')
+local f = redis.call('HMGET', k, 'token', 'state', 'attempt', 'dead_after', 'kind')
 if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
   unlink(id)
+  tally(f[5], 'fail')
   if ARGV[6] ~= '' then redis.call('HSET', k, 'error', ARGV[6]) end
   if tonumber(f[3]) >= tonumber(f[4]) then
     redis.call('HSET', k, 'state', 'd', 'token', 0)
     redis.call('ZADD', p .. 'dead', now, id)
   else
-    local at = now + tonumber(ARGV[5])
+    local at = due(ARGV[5])
     if at < 0 then at = 0 end
     redis.call('HSET', k, 'state', 'p', 'token', 0, 'deadline', at)
     redis.call('ZADD', p .. 'pending', at, id)
@@ -233,9 +253,10 @@ if c then return tonumber(c) end
 local id = ARGV[3]
 local k = p .. 'job:' .. id
 local r = 0
-local f = redis.call('HMGET', k, 'token', 'state')
+local f = redis.call('HMGET', k, 'token', 'state', 'kind')
 if f[1] and f[1] ~= '0' and f[1] == ARGV[4] and f[2] ~= 'd' then
   unlink(id)
+  tally(f[3], 'fail')
   redis.call('HSET', k, 'state', 'd', 'token', 0, 'error', ARGV[5])
   redis.call('ZADD', p .. 'dead', now, id)
   r = 1
@@ -273,7 +294,8 @@ remember(ARGV[1], r)
 return r
 "#;
 
-/// ARGV: nonce, nonce TTL, id, delay µs, max_attempts. A dead job back to pending.
+/// ARGV: nonce, nonce TTL, id, due time (as `due` reads it), max_attempts. A
+/// dead job back to pending.
 const REQUEUE: &str = r#"
 local c = cached(ARGV[1])
 if c then return tonumber(c) end
@@ -281,7 +303,7 @@ local id = ARGV[3]
 local k = p .. 'job:' .. id
 local r = 0
 if redis.call('HGET', k, 'state') == 'd' then
-  local at = now + tonumber(ARGV[4])
+  local at = due(ARGV[4])
   if at < 0 then at = 0 end
   local attempt = tonumber(redis.call('HGET', k, 'attempt'))
   redis.call('ZREM', p .. 'dead', id)
@@ -320,36 +342,137 @@ end
 return out
 "#;
 
-/// ARGV: nonce, nonce TTL, id, the state letters it may be in (`pd`…).
-/// Deletes the job only in one of those states (the inspection API's guarded delete).
+/// ARGV: nonce, nonce TTL, the state letters a job may be in (`pd`…), n,
+/// then n ids. Deletes each job only in one of those states (the
+/// inspection API's guarded delete); the flags in order. The client sends
+/// at most [`MAX_BATCH`](super::MAX_BATCH) ids a call.
 const CANCEL_IN: &str = r#"
 local c = cached(ARGV[1])
-if c then return tonumber(c) end
-local s = redis.call('HGET', p .. 'job:' .. ARGV[3], 'state')
-local r = 0
-if s and string.find(ARGV[4], s, 1, true) then
-  r = redis.call('DEL', p .. 'job:' .. ARGV[3])
-  unlink(ARGV[3])
+if c then return cjson.decode(c) end
+local out = {}
+for i = 1, tonumber(ARGV[4]) do
+  local id = ARGV[4 + i]
+  local s = redis.call('HGET', p .. 'job:' .. id, 'state')
+  out[i] = 0
+  if s and string.find(ARGV[3], s, 1, true) then
+    out[i] = redis.call('DEL', p .. 'job:' .. id)
+    unlink(id)
+  end
 end
-remember(ARGV[1], r)
-return r
+remember(ARGV[1], cjson.encode(out))
+return out
 "#;
 
-/// The inspection API's read (`inspect.rs`). ARGV: `set`, a set name
-/// (`pending`, `leased` or `dead`), and the last index to list; or `job` and
-/// an id. Returns `{now, ...}`, eight fields per job (id, state, attempt,
-/// deadline, payload, kind, error, lease_until — absent ones `""`), in the
-/// set's order (due time, lease end, time of death). Changes nothing: an entry
-/// without its hash is skipped, not removed.
+/// ARGV: nonce, nonce TTL, due time (as `due` reads it), max_attempts, n, then n ids. `REQUEUE`
+/// for each (a dead job back to pending); the flags in order. At most
+/// [`MAX_BATCH`](super::MAX_BATCH) ids a call.
+const REQUEUE_MANY: &str = r#"
+local c = cached(ARGV[1])
+if c then return cjson.decode(c) end
+local at = due(ARGV[3])
+if at < 0 then at = 0 end
+local out = {}
+local any = false
+for i = 1, tonumber(ARGV[5]) do
+  local id = ARGV[5 + i]
+  local k = p .. 'job:' .. id
+  out[i] = 0
+  if redis.call('HGET', k, 'state') == 'd' then
+    local attempt = tonumber(redis.call('HGET', k, 'attempt'))
+    redis.call('ZREM', p .. 'dead', id)
+    redis.call('HSET', k, 'state', 'p', 'token', 0, 'deadline', at, 'dead_after', attempt + tonumber(ARGV[4]))
+    redis.call('ZADD', p .. 'pending', at, id)
+    out[i] = 1
+    any = true
+  end
+end
+if any then redis.call('PUBLISH', p .. 'wake', at) end
+remember(ARGV[1], cjson.encode(out))
+return out
+"#;
+
+/// The inspection API's read (`inspect.rs`), bounded: ARGV `set`, a set name
+/// (`pending`, `leased` or `dead`), the first index to read, how many
+/// entries to read at most, how many jobs to return at most, `1` to keep one
+/// kind only (`0`: any) and that kind, and text the last error must contain
+/// (lower case, `""`: any); or `job` and an id. Returns `{now, next, ...}`:
+/// `next` the index to read on from (-1: the set's end), then nine fields
+/// per job (id, state, attempt, deadline, payload, kind, error, lease_until,
+/// its score in the set: the time of death for a dead job — absent ones
+/// `""`), in the set's order (due time, lease end, time of death). Changes
+/// nothing: an entry without its hash is skipped, not removed. The client
+/// reads at most [`MAX_BATCH`](super::MAX_BATCH) entries a call, so no call
+/// holds the server for long, whatever the listing's length.
 const INSPECT: &str = r#"
 local ids
-if ARGV[1] == 'job' then ids = {ARGV[2]} else ids = redis.call('ZRANGE', p .. ARGV[2], 0, ARGV[3]) end
-local out = {now}
-for _, id in ipairs(ids) do
+local out = {now, -1}
+if ARGV[1] == 'job' then
+  ids = {ARGV[2], redis.call('ZSCORE', p .. 'dead', ARGV[2]) or ''}
+else
+  local start = tonumber(ARGV[3])
+  local budget = tonumber(ARGV[4])
+  ids = redis.call('ZRANGE', p .. ARGV[2], start, start + budget - 1, 'WITHSCORES')
+  if #ids == 2 * budget then out[2] = start + budget end
+end
+local limit = tonumber(ARGV[5] or '1')
+local one_kind = ARGV[6] == '1'
+local needle = ARGV[8] or ''
+local n = 0
+for i = 1, #ids, 2 do
+  if n >= limit then
+    out[2] = tonumber(ARGV[3]) + (i - 1) / 2
+    break
+  end
+  local id = ids[i]
   local f = redis.call('HMGET', p .. 'job:' .. id, 'state', 'attempt', 'deadline', 'payload', 'kind', 'error', 'lease_until')
   if f[1] and f[2] and f[3] and f[4] then
-    table.insert(out, tonumber(id))
-    for i = 1, 7 do table.insert(out, f[i] or '') end
+    local kind = f[5] or ''
+    local err = f[6] or ''
+    if (not one_kind or kind == ARGV[7]) and (needle == '' or string.find(string.lower(err), needle, 1, true)) then
+      table.insert(out, tonumber(id))
+      for j = 1, 7 do table.insert(out, f[j] or '') end
+      table.insert(out, ids[i + 1])
+      n = n + 1
+    end
+  end
+end
+return out
+"#;
+
+/// Counts by kind, bounded: ARGV a set name, the first index, how many
+/// entries to read at most. Returns `{next, kind, count, kind, count, ...}`
+/// for the entries read (`next` -1 at the set's end). Changes nothing.
+const KINDS: &str = r#"
+local start = tonumber(ARGV[2])
+local budget = tonumber(ARGV[3])
+local ids = redis.call('ZRANGE', p .. ARGV[1], start, start + budget - 1)
+local counts = {}
+for _, id in ipairs(ids) do
+  local k = redis.call('HGET', p .. 'job:' .. id, 'kind')
+  if k ~= false then counts[k] = (counts[k] or 0) + 1 end
+end
+local out = {-1}
+if #ids == budget then out[1] = start + budget end
+for k, n in pairs(counts) do
+  table.insert(out, k)
+  table.insert(out, n)
+end
+return out
+"#;
+
+/// The throughput read: ARGV how many minutes, up to the server's current
+/// one (the client asks for at most 1,441). Returns `{minute, field, count,
+/// …}` (minutes since the epoch) for every field of those minutes' `tp:`
+/// hashes (`ok:<kind>`, `fail:<kind>`). Changes nothing.
+const THROUGHPUT: &str = r#"
+local out = {}
+local last = math.floor(now / 60000000)
+for m = last - tonumber(ARGV[1]) + 1, last do
+  local h = redis.call('HGETALL', p .. 'tp:' .. m)
+  for i = 1, #h, 2 do
+    table.insert(out, m)
+    table.insert(out, h[i])
+    table.insert(out, h[i + 1])
   end
 end
 return out
@@ -373,12 +496,15 @@ pub(crate) enum Name {
     Dead,
     Inspect,
     CancelIn,
+    RequeueMany,
+    Kinds,
+    Throughput,
 }
 
 impl Name {
     /// Every script, in `as usize` order.
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) const ALL: [Name; 13] = [
+    pub(crate) const ALL: [Name; 16] = [
         Name::Send,
         Name::Reserve,
         Name::Ack,
@@ -392,6 +518,9 @@ impl Name {
         Name::Dead,
         Name::Inspect,
         Name::CancelIn,
+        Name::RequeueMany,
+        Name::Kinds,
+        Name::Throughput,
     ];
 
     /// The `script` label.
@@ -411,6 +540,9 @@ impl Name {
             Name::Dead => "dead",
             Name::Inspect => "inspect",
             Name::CancelIn => "cancel_in",
+            Name::RequeueMany => "requeue_many",
+            Name::Kinds => "kinds",
+            Name::Throughput => "throughput",
         }
     }
 }
@@ -431,6 +563,9 @@ pub(crate) struct Scripts {
     pub(crate) dead: redis::Script,
     pub(crate) inspect: redis::Script,
     pub(crate) cancel_in: redis::Script,
+    pub(crate) requeue_many: redis::Script,
+    pub(crate) kinds: redis::Script,
+    pub(crate) throughput: redis::Script,
 }
 
 impl Scripts {
@@ -450,6 +585,9 @@ impl Scripts {
             dead: s(DEAD),
             inspect: s(INSPECT),
             cancel_in: s(CANCEL_IN),
+            requeue_many: s(REQUEUE_MANY),
+            kinds: s(KINDS),
+            throughput: s(THROUGHPUT),
         }
     }
 
@@ -469,6 +607,9 @@ impl Scripts {
             Name::Dead => &self.dead,
             Name::Inspect => &self.inspect,
             Name::CancelIn => &self.cancel_in,
+            Name::RequeueMany => &self.requeue_many,
+            Name::Kinds => &self.kinds,
+            Name::Throughput => &self.throughput,
         }
     }
 }
