@@ -1,28 +1,32 @@
-//! Admission: blocking sends pause while the queue is behind.
+//! Admission: blocking sends pause while the consumers fall behind.
 //!
 //! An unbounded queue has no capacity to stop its producers, and a bounded one
 //! may hold far more items than its consumers can take before those items'
-//! deadlines. Unthrottled producers then take the CPU that the proxies and the
-//! consumers need, commands queue in front of the enqueue proxy and due items
-//! pile up behind their deadlines, and every item is late by the whole backlog
-//! (a queue that delivers in order cannot do better once a backlog exists). So
-//! the queue has an admission gate that blocking sends look at. It is shut while
-//! either side reports a backlog ([`Reason`], one bit each):
+//! deadlines. Producers that never block keep the consumers waiting for a CPU
+//! (on 2 cores with 32 client threads a woken consumer waits milliseconds for
+//! its turn), due items pile up behind their deadlines, and every item is late
+//! by the whole backlog (a queue that delivers in order cannot do better once
+//! a backlog exists). So the queue has an admission gate that blocking sends
+//! look at. It is shut while any reason holds ([`Reason`], one bit each):
 //!
-//! - **Ingress**: more than [`INGRESS_DEEP`] commands wait in front of the enqueue
-//!   proxy. Producers look (one blocking send in [`INGRESS_SAMPLE`], by key,
-//!   reads the ingress depth after its push: the proxy may be off the CPU while
-//!   the ring fills, so it cannot be the only one to notice), and so does the
-//!   proxy (a drain of more than [`INGRESS_OPEN`] commands). The proxy clears the
-//!   bit at a drain of [`INGRESS_OPEN`] or fewer (an empty drain among them). A
-//!   producer's look can be stale (the proxy drained the ring between the look
-//!   and the shut); the bit then outlives the backlog only until the next drain
-//!   — every send that pauses has pushed and rung the proxy first — or, with no
-//!   send after it, for the shutting send's own pause of at most [`MAX_WAIT`].
-//! - **Egress**: after a round on a system clock, due items stay in the index
-//!   for want of egress room although the consumers took items since the last
-//!   round (they are there and working, but not fast enough); the next round that
-//!   moves every due item, or after which the consumers took nothing, clears it.
+//! - **Lag**: the oldest due item in the index has waited longer than [`LAG`]
+//!   while the consumers take. One blocking send in [`INGRESS_SAMPLE`] (by key)
+//!   reads `index_head` and the clock after its push (`dequeue::lagging`) and
+//!   shuts the gate ([`Admission::lagging`]) if the consumers took items since
+//!   the last sample that found the queue lagging: consumers that are absent
+//!   are not behind, and producers that send while nobody receives must not
+//!   pause. Each round shuts or opens it by the age of the oldest item it
+//!   moved. This early signal — the age of what waits in the index, read at
+//!   the producers' pace — is what keeps unthrottled producers from building
+//!   the backlog; the lateness of what consumers take came too late
+//!   (`docs/bench/README.md`, twelfth round).
+//! - **Ingress**: more than [`INGRESS_DEEP`] commands wait in front of the
+//!   enqueue role (its holder descheduled while producers push). The same
+//!   sampling send reads the ingress depth; whoever performs the role shuts it
+//!   after a drain of more than [`INGRESS_OPEN`] commands and opens it after a
+//!   drain of [`INGRESS_OPEN`] or fewer.
+//! - **Egress**: a round on a system clock left due items in the index for
+//!   want of egress room; the next round that moves every due item clears it.
 //!
 //! A send that finds the gate shut waits **after** it has handed its item over,
 //! before it returns: the pause slows its caller's next send, not the item
@@ -34,13 +38,13 @@
 //! `close`, disconnection and a producer that waited [`MAX_WAIT`] in vain open
 //! the gate for every reason. "In vain" means that the consumers took nothing
 //! during the wait (the egress's taken counter did not move): then a bit may be
-//! left set with no proxy round to clear it, and this rule is what keeps the
-//! gate from being a capacity — consumers that stopped taking (or were never
+//! left set with no round to clear it, and this rule is what keeps the gate
+//! from being a capacity — consumers that stopped taking (or were never
 //! there) cost a blocking send at most one pause, never a hang. A send whose
 //! pause ran out while the consumers were taking goes on alone and leaves the
 //! gate shut for the others: the queue is working, and opening it for everyone
-//! there let every paused producer flood in whenever the proxies were short of
-//! CPU (beside a CPU hog, unthrottled p50 lateness of 32–116 ms in the
+//! there let every paused producer flood in whenever the consumers were short
+//! of CPU (beside a CPU hog, unthrottled p50 lateness of 32–116 ms in the
 //! comparison before this rule, 190–533 µs with it; `docs/bench/README.md`,
 //! fifth round and the committed run).
 //!
@@ -52,22 +56,19 @@
 //! Waiting follows `waiters.rs`: register, re-check (SeqCst load), park; the
 //! opener clears its bit with a SeqCst RMW, and the one that leaves no bit set
 //! wakes **one** waiting send (the notifier's fence is in `Waiters::notify`),
-//! and a send that the open gate lets go wakes all the others. So the proxy
-//! that opens the gate pays one wake-up, not one per paused producer (with 16
-//! paused producers it was spending its CPU share on futex wakes just when it
-//! had a backlog to clear), while the paused sends still go together: a chain
-//! in which each woken send wakes only the next was as fast on a quiet machine
-//! but slow beside a CPU hog, where sends whose turn came late waited out
-//! `MAX_WAIT` and opened the gate for everyone (`docs/bench/README.md`, fifth
-//! round). `close`, disconnection and a send that waited `MAX_WAIT` wake every
-//! waiter themselves.
+//! and a send that the open gate lets go wakes all the others. So the opener
+//! pays one wake-up, not one per paused producer, while the paused sends still
+//! go together: a chain in which each woken send wakes only the next was as
+//! fast on a quiet machine but slow beside a CPU hog, where sends whose turn
+//! came late waited out `MAX_WAIT` and opened the gate for everyone
+//! (`docs/bench/README.md`, fifth round). `close`, disconnection and a send
+//! that waited `MAX_WAIT` wake every waiter themselves.
 //!
 //! The thresholds are measured, not derived (`docs/bench/README.md`, fifth
-//! round): a shallower ingress (shut above 256 or 512) made unthrottled items
-//! less late still, but cost up to 40 % of the throughput, because every pause
-//! is a park and a wake-up; the ring's full 4096 slots (the rule before) hold
-//! more than the 1 ms that the harness's items wait for (~1.5 ms of commands at
-//! 2.5 M items/s).
+//! and twelfth rounds): a shallower ingress (shut above 256 or 512) cost up to
+//! 40 % of the throughput, because every pause is a park and a wake-up; a
+//! [`LAG`] of 200 µs halved the unthrottled p50 lateness of 500 µs at the same
+//! throughput, and 50 µs cost throughput.
 
 use crate::clock::Clock;
 use crate::sync::{AtomicUsize, Ordering};
@@ -94,7 +95,7 @@ pub(crate) const INGRESS_OPEN: usize = 512;
 /// Why the gate is shut: one bit per proxy, each setting and clearing its own.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Reason {
-    /// The enqueue role found a deep ingress ring: commands wait to be applied.
+    /// A deep ingress ring: commands wait to be applied.
     Ingress = 1,
     /// A dequeue round left due items in the index for want of egress room.
     Egress = 2,

@@ -36,7 +36,7 @@ use crate::metrics::Applied;
 use crate::oneshot::Answer;
 use crate::role::combine;
 use crate::shared::{Shared, Timers};
-use crate::sync::{fence, lock, yield_now, Ordering, Parker};
+use crate::sync::{lock, yield_now, Ordering, Parker};
 
 /// The most commands the enqueue proxy applies per critical section of the
 /// timers lock.
@@ -181,10 +181,9 @@ pub(crate) fn command<T>(shared: &Shared<T>, cmd: Cmd<T>) -> bool {
 /// performs it if it is free; without, it rings the proxy.
 pub(crate) fn hand_over<T>(shared: &Shared<T>) {
     if !shared.helping {
-        // SeqCst: the pusher's half of the bell's pair: our push, then the
-        // proxy's `sleeping` flag.
-        fence(Ordering::SeqCst);
-        shared.signals.enqueue.ring_after_fence();
+        // The bell's fence is the pusher's half of its pair: our push, then
+        // the proxy's `sleeping` flag (`wakeup.rs`).
+        shared.signals.enqueue.ring();
         return;
     }
     combine(

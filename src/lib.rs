@@ -9,8 +9,8 @@
 //!
 //! let (tx, rx) = delayq::unbounded();
 //! let start = Instant::now();
-//! tx.send_after("later", Duration::from_millis(20)).unwrap();
-//! tx.send_after("sooner", Duration::from_millis(10)).unwrap();
+//! tx.send_at("later", start + Duration::from_millis(20)).unwrap();
+//! tx.send_at("sooner", start + Duration::from_millis(10)).unwrap();
 //! assert_eq!(rx.recv(), Ok("sooner"));
 //! assert_eq!(rx.recv(), Ok("later"));
 //! assert!(start.elapsed() >= Duration::from_millis(20));
@@ -18,92 +18,88 @@
 //!
 //! # How it works
 //!
-//! Client threads hand work to an enqueue proxy and take due items that a
-//! dequeue proxy moved out; the timer index is shared by those two proxies
-//! only. This is the "SingleFlight" design proposed for the ekit Go library's
-//! delay queue. Each proxy is a dedicated thread *and* a role: a client that
-//! would otherwise wake or wait for a proxy may perform its role under the
-//! role's token, so the index still sees two contenders (below).
+//! Producers hand commands to an enqueue role and take due items that a
+//! dequeue role moved out; the timer index is shared by those two roles only.
+//! This is the "SingleFlight" design proposed for the ekit Go library's
+//! delay queue. Each role is a dedicated proxy thread *and* a token: whoever
+//! is present takes the token and performs the role — a producer its batch of
+//! inserts, the consumer awake at a deadline the move of what is due — and the
+//! proxy threads perform only what nobody is there for.
 //!
 //! ```text
 //! producers ──send──▶ [ingress ring] ──▶ enqueue role ───┐   timers lock:
-//!                     (lock-free,        (≤1024 cmds per  │   timing wheel
-//!                      bounded)           lock; its proxy  ▼   + sleep plan
-//!                                         or a producer) index (2 roles only)
+//!                     (lock-free,        (the pusher that │   timing wheel
+//!                      bounded)           found it free:  ▼
+//!                                         ≤256 per lock) index (2 roles only)
 //!                                                         │
 //! consumers ◀──recv── [egress ring] ◀── dequeue role ◀───┘
-//!                     (lock-free,        (its proxy: moves every item due
-//!                      bounded)           within 100–200 µs per round, sleeps
-//!                                         until 100 µs before the next
-//!                                         deadline)
+//!                     (lock-free,        (the consumer that found the ring
+//!                      bounded)           empty and an item due, or the one
+//!                                         leading at the next deadline)
 //! ```
 //!
-//! - Producers reserve a unit of `len` (blocking only on a full bounded queue),
-//!   push a command into a bounded lock-free ring (Dmitry Vyukov's bounded MPMC
-//!   queue; a momentarily full ring spills into a locked overflow list); if the
-//!   enqueue proxy sleeps they perform its role instead of waking it (below).
-//! - The enqueue proxy drains commands in batches and applies each batch in one
-//!   critical section of the timers lock — flat combining (Hendler, Incze, Shavit
-//!   and Tzafrir, SPAA 2010). The default index is a hierarchical timing wheel
-//!   (Varghese and Lauck, SOSP 1987) with exact `(deadline, key)` order: insert
-//!   O(1), each item cascades at most once per level; cancel and reschedule are
-//!   O(1) (stale nodes become tombstones, swept in bulk). A 4-ary heap is the
-//!   alternative backend (O(log n) insert).
-//! - The dequeue proxy wakes [`stage_ahead`](Builder::stage_ahead) (100 µs)
-//!   before the next deadline, moves every item due within twice that into a
-//!   second bounded ring in deadline order, wakes consumers, and parks again
-//!   (waking once per 100 µs of deadlines, however many items they hold). Consumers take only what is due; the one that finds the
-//!   oldest entry not due yet parks until its deadline (the others wait for
-//!   it), so an item leaves on that consumer's own timer. A staged item stays
-//!   cancellable and reschedulable until its deadline (a per-entry state that
-//!   the canceller and a consumer settle with one CAS), and an earlier item
-//!   goes in front of staged ones.
-//! - Roles (`role.rs`): each proxy's work is a role held by a token. A send
-//!   (or command) whose push finds the enqueue proxy parked drains the
-//!   ingress itself (at most 64 commands) instead of waking it, by a
-//!   try-acquire of the role that never waits; a dequeue proxy that would
-//!   park on its timer while staged items wait for a leading consumer hands
-//!   its next round to their takers instead (`duty.rs`: they wake at those
-//!   deadlines anyway); the performer of the enqueue role whose insert is due
-//!   before the dequeue proxy's planned wake-up runs that round itself
-//!   instead of waking the proxy (`dequeue::stage_early`); the proxy threads
-//!   do everything nobody helps with,
-//!   and do all the work while the queue is saturated (they are awake then,
-//!   and nobody helps). [`Builder::helping`] switches it off.
-//!   Flat combining with a dedicated combiner; the helping of delegation
-//!   designs such as ffwd (Roghanchi, Eriksson and Basu, SOSP 2017).
-//! - No thread polls or ticks: idle proxies are parked, and the only timers are
-//!   the dequeue proxy's (`stage_ahead` before the earliest deadline, unless
-//!   it handed that round to the consumers) and the leading consumer's. The wakeup protocol (an earlier head must
-//!   wake a sleeping dequeue proxy) is in `wakeup.rs`, with its invariant; loom
-//!   checks it (`loom-tests/`).
-//! - Admission: while the queue is behind (more than 1024 commands queue in the
-//!   ingress ring, or due items wait for room in the egress ring), blocking sends
-//!   pause at a gate, at most 1 ms each, so that unthrottled producers cannot grow
-//!   a backlog behind the deadlines. A send pauses after it has handed its item
-//!   over, so the pause slows the caller's next send, not the item just sent. The
-//!   gate is no capacity (a consumer that never comes costs a send one pause, not
-//!   a hang), `try_send_*` and the async sends pass it, and a [`MockClock`] queue
-//!   never shuts it (`admission.rs`).
-//! - Costs per item: a blocking send reads the admission gate (one in 32 also
-//!   reads the ingress depth); a send reads
-//!   `closed`, does an RMW on `len` (a CAS loop when bounded), a SeqCst fence,
-//!   a second read of `closed`, a relaxed RMW for its key, a CAS on the ingress
-//!   tail, a stamp store and the enqueue bell's fence and load (plus, when it
-//!   finds the proxy parked, the enqueue role's work: a CAS on the role, the
-//!   timers lock, one insert); a receive does
-//!   a CAS on the egress head (and, for a staged entry, a clock reading and a CAS
-//!   on the entry), an RMW on `len`, a fence and a few loads (wake-ups only when
-//!   someone waits). The price of the design is the two hand-offs (producer →
-//!   proxy → proxy → consumer; the roles remove the wake-ups of both where a
-//!   client performs them) and two threads per queue. Those two threads compete for the
-//!   CPU like any other: with many more busy client threads than cores, the
-//!   kernel's fair share leaves them behind, and
-//!   [`Builder::proxy_nice`] (which needs `CAP_SYS_NICE` for a value below the
-//!   caller's own) gives them a larger share, at a price described there.
+//! - A send reserves a unit of `len`, pushes a command into a bounded
+//!   lock-free ring (Dmitry Vyukov's bounded MPMC queue; a momentarily full
+//!   ring spills into a locked overflow list, or makes a blocking send wait),
+//!   and then tries the enqueue role's token: if it is free, the sender
+//!   applies the commands waiting in the ring — its own and other producers'
+//!   — in one critical section of the timers lock (flat combining: Hendler,
+//!   Incze, Shavit and Tzafrir, SPAA 2010), at most 256 four times over, and
+//!   rings the enqueue proxy only for what it leaves. If another producer
+//!   holds the token, the send returns at once: that holder looks again
+//!   after its release. Wake-ups a holder owes are issued after the release.
+//! - The index is a hierarchical timing wheel (Varghese and Lauck, SOSP 1987)
+//!   with exact `(deadline, key)` order: insert O(1), each item cascades at
+//!   most once per level; cancel and reschedule are O(1) (stale nodes become
+//!   tombstones, swept in bulk). A 4-ary heap is the alternative backend
+//!   (O(log n) insert).
+//! - A receive takes the oldest entry of a second ring, which holds due items
+//!   only (one CAS). When it is empty and an item in the index is due, the
+//!   receiver takes the dequeue role's token and moves every due item into
+//!   the ring, then takes one; the others follow, each consumer that leaves
+//!   items behind waking one more. When nothing is due, one waiting receiver
+//!   leads, as in Java's `DelayQueue`: it sleeps until the index's next
+//!   deadline and moves what is due itself, the others sleep until woken; a
+//!   send whose item is due before the leader's deadline wakes one. So an
+//!   item that falls due while a receiver waits costs one wake-up, that
+//!   receiver's own timer. An async receiver, which cannot sleep with a
+//!   timeout, asks the dequeue proxy to lead for it. [`Builder::helping`]
+//!   (`false`) leaves every piece of work to the two proxy threads.
+//! - No thread polls or ticks: idle proxies are parked, and the only timers
+//!   are the leader's (and, for a few wake-ups after a burst, the dequeue
+//!   proxy's, to give the index's memory back). The hand-offs that keep a
+//!   push from being left behind and a due item from waiting with nobody to
+//!   move it are written up in `role.rs` and `lead.rs`, with their
+//!   invariants; loom checks them (`loom-tests/`).
+//! - `try_recv` says [`TryRecvError::Empty`] only when, at some instant of the
+//!   call, no due item had been sent and not yet received: it applies the
+//!   commands still on their way and moves what is due before it says so.
+//! - Admission: while the consumers fall behind (the oldest due item waits
+//!   longer than 200 µs while they take, due items wait for room in the
+//!   consumers' ring, or more than 1024 commands queue in the ingress ring),
+//!   blocking sends pause at a gate, at most 1 ms each, so that unthrottled
+//!   producers cannot build a backlog behind the deadlines. A send pauses
+//!   after it has handed its item over, so the pause slows the caller's next
+//!   send, not the item just sent. The gate is no capacity (a consumer that
+//!   never comes costs a send one pause, not a hang), `try_send_*` and the
+//!   async sends pass it, and a [`MockClock`] queue never shuts it
+//!   (`admission.rs`).
+//! - Costs per item: a send reads `closed`, does an RMW on `len` (a CAS loop
+//!   when bounded), a SeqCst fence, a second read of `closed`, a relaxed RMW
+//!   for its key, a CAS on the ingress tail, a stamp store, a SeqCst fence
+//!   and a look at the enqueue role's token (plus, when it is free, the role's
+//!   work: a CAS on the token, the timers lock, the inserts, a fence); a
+//!   receive does a CAS on the egress head, an RMW on `len`, a fence and a
+//!   few loads (plus, when it runs a round, the token, the timers lock and the
+//!   moves; wake-ups only when someone waits). The two proxy threads per
+//!   queue sleep while clients perform the roles; they compete for the CPU
+//!   like any other thread when they run, and [`Builder::proxy_nice`] (which
+//!   needs `CAP_SYS_NICE` for a value below the caller's own) gives them a
+//!   larger share.
 //! - Memory: a pending item costs its entry in the key table (deadline and
 //!   item, no padding for the table's empty slots) and a 16-byte node: 32
-//!   bytes for an 8-byte item.
+//!   bytes for an 8-byte item. What a burst grew goes back within 600 ms of
+//!   its last item, with or without traffic, on any clock (`tidy.rs`).
 //! - Rings hold at most 2^30 slots; every ring size is a power of two.
 //!
 //! Time enters only through the [`Clock`]: [`SystemClock`] by default, or a
@@ -132,7 +128,7 @@
 //!   nanosecond short); it stays pending until cancelled, taken or shut down, and
 //!   [`Receiver::peek_deadline`] / [`Receiver::take_pending`] report the horizon
 //!   instant for it.
-//! - **Order**: the dequeue proxy never moves an item while an item with an
+//! - **Order**: the dequeue role never moves an item while an item with an
 //!   earlier deadline (or the same deadline and a smaller key) is in the timer
 //!   index, so due items leave in nondecreasing deadline order, equal deadlines in
 //!   key order (keys are numbered by the send; for one producer, its send order).
@@ -141,7 +137,7 @@
 //!   microseconds to reach the index): it leaves after the items moved before it
 //!   arrived. So each consumer sees nondecreasing deadlines among items that were
 //!   in the index before they fell due. On a [`MockClock`] every item sent before a
-//!   clock step is in the index before the proxy sees the step.
+//!   clock step is in the index before a round sees the step.
 //! - **Exactly once**: every item sent is exactly one of: received once, returned
 //!   by [`Sender::cancel`], handed back in a send error, returned by
 //!   [`Receiver::take_pending`], or dropped once when the last receiver goes.
@@ -149,8 +145,9 @@
 //!   cancelled or taken, exactly from the moment a send returns.
 //! - **Shutdown**: with every sender gone (or after [`Receiver::close`]), receivers
 //!   get every pending item when due, then [`RecvError`]. With every receiver gone,
-//!   sends fail with the item handed back, pending items are dropped and the
-//!   proxies exit. The last handle joins both proxy threads.
+//!   sends fail with the item handed back, pending items are dropped before the
+//!   last receiver's `drop` returns, and the proxies exit. The last handle joins
+//!   both proxy threads.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]

@@ -311,11 +311,12 @@ impl<T> Receiver<T> {
     /// # Examples
     ///
     /// ```
-    /// use std::time::Duration;
+    /// use std::time::{Duration, Instant};
     ///
     /// let (tx, rx) = delayq::unbounded();
-    /// tx.send_after("b", Duration::from_millis(2)).unwrap();
-    /// tx.send_after("a", Duration::from_millis(1)).unwrap();
+    /// let now = Instant::now();
+    /// tx.send_at("b", now + Duration::from_millis(2)).unwrap();
+    /// tx.send_at("a", now + Duration::from_millis(1)).unwrap();
     /// drop(tx);
     /// assert_eq!(rx.recv(), Ok("a"));
     /// assert_eq!(rx.recv(), Ok("b"));
@@ -571,11 +572,12 @@ impl<T> Receiver<T> {
     /// # Examples
     ///
     /// ```
-    /// use std::time::Duration;
+    /// use std::time::{Duration, Instant};
     ///
     /// let (tx, rx) = delayq::unbounded();
+    /// let now = Instant::now();
     /// for i in [3, 1, 2] {
-    ///     tx.send_after(i, Duration::from_millis(i)).unwrap();
+    ///     tx.send_at(i, now + Duration::from_millis(i)).unwrap();
     /// }
     /// drop(tx);
     /// assert_eq!(rx.iter().collect::<Vec<_>>(), vec![1, 2, 3]);

@@ -49,7 +49,6 @@ impl Bell {
     }
 
     /// Waker: work was just made visible; unpark the sleeper if it is parked.
-    #[cfg_attr(not(any(test, delayq_loom)), allow(dead_code))]
     pub(crate) fn ring(&self) {
         // SeqCst: the waker's half of the store-buffering pair.
         fence(Ordering::SeqCst);

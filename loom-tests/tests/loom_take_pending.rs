@@ -28,7 +28,7 @@ fn take_pending_takes_everything_and_the_queue_goes_on_model() {
 /// egress slots, no consumer until main calls `close()`; main's receives
 /// then get all three in order and `RecvError`, and each item is dropped once.
 #[test]
-fn close_then_receives_drain_past_a_proxy_waiting_for_room() {
+fn close_then_receives_drain_a_full_ring() {
     model(|| {
         let log = DropLog::new();
         let (tx, rx, _clock) = three_due(&log);
