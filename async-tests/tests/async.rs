@@ -431,8 +431,11 @@ fn a_panicking_waker_kills_no_thread_of_the_queue_and_loses_no_wakeup() {
     }
     assert_eq!(poll_once(&mut b, &wb_w), Poll::Ready(Ok(1)));
     // Both proxies still run: a due send and a later one come out, in order.
-    tx.send_after(3, Duration::from_millis(5)).expect("the queue is still connected");
-    tx.send_at(2, Instant::now()).expect("the queue is still connected");
+    // One base instant: two clock reads could be 5 ms apart on a loaded
+    // machine, and then 3 would be due first.
+    let now = Instant::now();
+    tx.send_at(3, now + Duration::from_millis(5)).expect("the queue is still connected");
+    tx.send_at(2, now).expect("the queue is still connected");
     assert_eq!(rx.recv_timeout(WAIT), Ok(2));
     assert_eq!(rx.recv_timeout(WAIT), Ok(3));
     assert_eq!(rx.len(), 0);

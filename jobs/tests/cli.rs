@@ -530,8 +530,10 @@ fn bulk_requeue_and_purge_of_20000_dead_jobs_take_one_commit_per_batch() {
     let took = start.elapsed();
     assert!(out.contains("requeued 20000 dead jobs"), "{out}");
     eprintln!("requeue --all-dead of 20,000 dead jobs: {took:?}");
-    // The bound (one commit per job took 15-67 s).
-    assert!(took <= Duration::from_secs(2), "took {took:?}");
+    // One commit per job took 15-67 s; one per batch takes 0.65-1.0 s on
+    // this 2-core machine when quiet (2.7 s with four spinning processes
+    // beside the suite). The bound catches the first, not the load.
+    assert!(took <= Duration::from_secs(10), "took {took:?}");
     let s = JobQueue::stats(&*(b.open)()).unwrap();
     assert_eq!((s.pending, s.dead), (20_000, 0));
     std::fs::remove_file(&path).unwrap();
@@ -540,7 +542,7 @@ fn bulk_requeue_and_purge_of_20000_dead_jobs_take_one_commit_per_batch() {
     assert!(ok(&b, &["purge", "--dead"]).contains("deleted 20000 dead jobs"));
     let took = start.elapsed();
     eprintln!("purge --dead of 20,000 dead jobs: {took:?}");
-    assert!(took <= Duration::from_secs(2), "took {took:?}");
+    assert!(took <= Duration::from_secs(10), "took {took:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
