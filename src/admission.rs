@@ -12,11 +12,11 @@
 //! - **Lag**: the oldest due item in the index has waited longer than [`LAG`]
 //!   while the consumers take. One blocking send in [`INGRESS_SAMPLE`] (by key)
 //!   reads `index_head` and the clock after its push (`dequeue::lagging`) and
-//!   shuts the gate ([`Admission::lagging`]) if the consumers took items since
-//!   the last sample that found the queue lagging: consumers that are absent
-//!   are not behind, and producers that send while nobody receives must not
-//!   pause. Each round shuts or opens it by the age of the oldest item it
-//!   moved. This early signal — the age of what waits in the index, read at
+//!   shuts the gate ([`Admission::sample`]) if the consumers took items since
+//!   the previous sample: consumers that are absent, or busy elsewhere (a
+//!   thread that sends a burst, then receives it), are not behind, and
+//!   producers that send while nobody receives must not pause. A round that
+//!   moves items due less than [`LAG`] ago opens it; no round shuts it. This early signal — the age of what waits in the index, read at
 //!   the producers' pace — is what keeps unthrottled producers from building
 //!   the backlog; the lateness of what consumers take came too late
 //!   (`docs/bench/README.md`, twelfth round).
@@ -119,8 +119,7 @@ pub(crate) struct Admission {
     waiters: Waiters,
     /// `MAX_WAIT`, except in tests.
     max_wait: Duration,
-    /// The egress's taken counter at the last sampling send that found the
-    /// queue lagging (`lagging`).
+    /// The egress's taken counter at the last sampling send (`sample`).
     taken_seen: AtomicUsize,
 }
 
@@ -156,32 +155,31 @@ impl Admission {
 
     /// A dequeue round on a system clock: `due_left` if it left due items in
     /// the index for want of egress room; `lag` how long the oldest item it
-    /// moved (or found due) had been due.
+    /// moved had been due. A round opens the gate for [`Reason::Lag`] when
+    /// that lag is under [`LAG`], but never shuts it: a thread that sends a
+    /// burst and then receives it finds its own items old, and is not a
+    /// consumer that fell behind (the sampling sends shut it, `sample`).
     pub(crate) fn after_round(&self, due_left: bool, lag: Duration) {
         if due_left {
             self.shut(Reason::Egress);
         } else {
             self.open(Reason::Egress);
         }
-        self.set(Reason::Lag, lag > LAG);
-    }
-
-    fn set(&self, why: Reason, shut: bool) {
-        if shut {
-            self.shut(why);
-        } else {
-            self.open(why);
+        if lag <= LAG {
+            self.open(Reason::Lag);
         }
     }
 
-    /// A sampling send found the oldest due item older than [`LAG`]
-    /// (`dequeue::lagging`): shuts the gate for [`Reason::Lag`] if the
-    /// consumers took items since the last such look (`taken`: the egress's
-    /// taken counter). Consumers that are absent are not behind: producers
-    /// that send while nobody receives must not pause.
-    pub(crate) fn lagging(&self, taken: usize) {
+    /// A sampling send's look at the consumers' progress (`taken`: the
+    /// egress's taken counter) and at the queue's lag (`lagging`: the oldest
+    /// due item older than [`LAG`], `dequeue::lagging`): shuts the gate for
+    /// [`Reason::Lag`] if the queue lags although the consumers took items
+    /// since the previous sampling send. Consumers that are absent, or busy
+    /// elsewhere — a thread that sends a burst and then receives it — are not
+    /// behind: producers that send while nobody receives must not pause.
+    pub(crate) fn sample(&self, taken: usize, lagging: impl FnOnce() -> bool) {
         // Relaxed: a hint; a stale value costs one look's decision.
-        if self.taken_seen.swap(taken, Ordering::Relaxed) != taken {
+        if self.taken_seen.swap(taken, Ordering::Relaxed) != taken && lagging() {
             self.shut(Reason::Lag);
         }
     }

@@ -101,7 +101,7 @@ fn attempt_send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<
 /// (`admission.rs`): one send in `INGRESS_SAMPLE` reads the ingress depth and
 /// the age of the oldest due item in the index, and shuts the gate when
 /// commands pile up in front of the enqueue role, or when due items wait too
-/// long while consumers take (`Admission::lagging`); a send
+/// long while consumers take (`Admission::sample`); a send
 /// that finds the gate shut waits there (at most `MAX_WAIT`, and never past
 /// `until`) before it returns, so the pause slows its caller's next send and not
 /// the item just sent. Costs one load while the gate is open.
@@ -111,9 +111,7 @@ fn pace<T>(s: &Shared<T>, key: u64, until: Option<Instant>) {
         if s.ingress.len() > INGRESS_DEEP {
             gate.shut(Reason::Ingress);
         }
-        if crate::dequeue::lagging(s) {
-            gate.lagging(s.egress.taken_so_far());
-        }
+        gate.sample(s.egress.taken_so_far(), || crate::dequeue::lagging(s));
     }
     if gate.is_shut() {
         let start = s.metrics.recording().then(Instant::now);
