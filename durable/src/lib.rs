@@ -132,6 +132,8 @@ pub use crate::job::{Job, JobId, Stats};
 #[cfg(feature = "serde")]
 pub use crate::kind::JobKind;
 pub use crate::offline::OfflineFile;
+#[cfg(feature = "postgres-async")]
+pub use crate::pg_queue::AsyncPgQueue;
 #[cfg(feature = "postgres")]
 pub use crate::pg_queue::{PgBuilder, PgQueue};
 pub use crate::queue::{CommitStats, DurableQueue};

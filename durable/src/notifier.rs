@@ -14,12 +14,12 @@
 //! re-checks.
 
 use std::collections::VecDeque;
-#[cfg(feature = "redis-async")]
+#[cfg(any(feature = "redis-async", feature = "postgres-async"))]
 use std::future::Future;
-#[cfg(feature = "redis-async")]
+#[cfg(any(feature = "redis-async", feature = "postgres-async"))]
 use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-#[cfg(feature = "redis-async")]
+#[cfg(any(feature = "redis-async", feature = "postgres-async"))]
 use std::task::{Context, Poll};
 use std::task::{Wake, Waker};
 use std::time::Instant;
@@ -44,7 +44,7 @@ struct State {
     /// Async waiters (`AsyncRedisQueue`, `AsyncPgQueue`), by registration id: woken, and the
     /// list emptied, by every announcement, close and stop signal.
     wakers: Vec<(u64, Waker)>,
-    #[cfg(feature = "redis-async")]
+    #[cfg(any(feature = "redis-async", feature = "postgres-async"))]
     next_waker: u64,
 }
 
@@ -122,7 +122,7 @@ impl Notifier {
     /// `plan` must re-check, or `stop` is raised. Registers the task's waker
     /// and checks under the state lock (register and re-check), so an
     /// announcement is either seen or wakes the task.
-    #[cfg(feature = "redis-async")]
+    #[cfg(any(feature = "redis-async", feature = "postgres-async"))]
     pub(crate) fn notified<'a>(
         &'a self,
         seen: u64,
@@ -180,7 +180,7 @@ impl Wake for Notifier {
 }
 
 /// The future of [`Notifier::notified`]; its registration ends when dropped.
-#[cfg(feature = "redis-async")]
+#[cfg(any(feature = "redis-async", feature = "postgres-async"))]
 pub(crate) struct Notified<'a> {
     notifier: &'a Notifier,
     seen: u64,
@@ -189,7 +189,7 @@ pub(crate) struct Notified<'a> {
     id: Option<u64>,
 }
 
-#[cfg(feature = "redis-async")]
+#[cfg(any(feature = "redis-async", feature = "postgres-async"))]
 impl Future for Notified<'_> {
     type Output = ();
 
@@ -212,7 +212,7 @@ impl Future for Notified<'_> {
     }
 }
 
-#[cfg(feature = "redis-async")]
+#[cfg(any(feature = "redis-async", feature = "postgres-async"))]
 impl Drop for Notified<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {

@@ -401,3 +401,70 @@ fn a_server_that_is_down_gives_a_clear_error_after_the_retry_window_never_a_hang
     assert!(PgQueue::connect("not a url", "q").is_err());
     assert!(PgQueue::connect(&server.url(), "").unwrap_err().to_string().contains("name"));
 }
+
+// ------------------------------------------------------------- the schema, several queues, wake-ups
+
+#[test]
+fn queues_of_one_schema_are_apart_a_schema_is_chosen_and_a_newer_one_is_refused() {
+    let Some(server) = shared() else { return };
+    let (a, b) = (unique("apart-a"), unique("apart-b"));
+    let qa = PgQueue::connect(&server.url(), &a).unwrap();
+    let qb = PgQueue::connect(&server.url(), &b).unwrap();
+    let schema = format!("jobs_{}", std::process::id());
+    let qc = PgQueue::builder().schema(&schema).connect(&server.url(), &a).unwrap();
+    let ia = qa.send_after(b"a", ms(0)).unwrap();
+    let ib = qb.send_after(b"b", ms(0)).unwrap();
+    let ic = qc.send_after(b"c", ms(0)).unwrap();
+    assert_ne!(ia, ib, "ids are unique across the queues of a schema");
+    for (q, id, payload) in [(&qa, ia, b"a"), (&qb, ib, b"b"), (&qc, ic, b"c")] {
+        let job = q.reserve_timeout(LEASE, Duration::from_secs(5)).unwrap().unwrap();
+        assert_eq!((job.id(), job.payload()), (id, &payload[..]));
+        assert!(q.ack(&job).unwrap());
+        assert_eq!(q.reserve_timeout(LEASE, ms(100)).unwrap(), None, "another queue's job came");
+    }
+    let mut db = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    let tables: i64 = db
+        .query_one("SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = 'jobs'", &[&schema])
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 1, "the chosen schema holds the table");
+    // Opening again applies nothing; a schema of a newer version is refused.
+    drop(PgQueue::builder().schema(&schema).connect(&server.url(), &b).unwrap());
+    db.execute(&format!("UPDATE \"{schema}\".delayq_schema SET version = 99"), &[]).unwrap();
+    let err = PgQueue::builder().schema(&schema).connect(&server.url(), &a).unwrap_err().to_string();
+    assert!(err.contains("version 99, newer than"), "{err}");
+    assert!(PgQueue::builder().schema("no-dashes").connect(&server.url(), &a).is_err());
+}
+
+#[test]
+fn a_dropped_listening_connection_delays_a_job_by_at_most_the_liveness_bound() {
+    let Some(server) = shared() else { return };
+    let name = unique("listen");
+    let consumer = PgQueue::builder().liveness(Duration::from_secs(1)).connect(&server.url(), &name).unwrap();
+    let producer = PgQueue::connect(&server.url(), &name).unwrap();
+    producer.send_after(b"far", Duration::from_secs(3600)).unwrap();
+    thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let t = Instant::now();
+            let job = consumer.reserve_timeout(LEASE, Duration::from_secs(10)).unwrap();
+            (job.map(|j| j.payload().to_vec()), t.elapsed())
+        });
+        thread::sleep(ms(300));
+        // End every listening connection, then send a job due now: its
+        // notification may go out before the listener is back.
+        let mut db = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+        let ended: i64 = db
+            .query_one(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE application_name = 'delayq listen') t",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert!(ended >= 1, "no listening connection found");
+        producer.send_after(b"now", ms(0)).unwrap();
+        let (got, took) = waiter.join().unwrap();
+        assert_eq!(got.as_deref(), Some(&b"now"[..]));
+        assert!(took < Duration::from_millis(300 + 4000), "took {took:?}: more than liveness + reconnect");
+    });
+}

@@ -2,11 +2,16 @@
 //! and consumer processes, with jobs enqueued inside the application's own
 //! transaction.
 
+#[cfg(feature = "postgres-async")]
+mod aio;
 mod listen;
 mod ops;
 mod pool;
 mod schema;
 mod tx;
+
+#[cfg(feature = "postgres-async")]
+pub use self::aio::AsyncPgQueue;
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -96,7 +101,8 @@ use self::schema::{Sql, Stmt};
 /// - **Threads.** Each queue handle owns a small tokio runtime (two worker
 ///   threads) that drives its connections and the listener; the blocking
 ///   calls run their statements on the calling thread. Do not call them from
-///   async code (they block).
+///   async code (they block): use [`AsyncPgQueue`](crate::AsyncPgQueue) there
+///   (feature `postgres-async`).
 ///
 /// The schema is created, or brought to this version, when the queue is
 /// opened: see [`PgBuilder::connect`].
@@ -259,8 +265,11 @@ impl PgBuilder {
             })
         })?;
         let notifier = Arc::new(Notifier::default());
+        let mut listening = config;
+        // Named, so an operator (and a test) can tell it in pg_stat_activity.
+        listening.application_name("delayq listen");
         let listener = Listen {
-            config,
+            config: listening,
             channel: schema::quote_ident(&channel),
             notifier: notifier.clone(),
             liveness: self.liveness,
