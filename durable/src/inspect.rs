@@ -367,6 +367,10 @@ impl Inspect for crate::pg_queue::PgQueue {
         self.inspect(|q| q.kinds())
     }
 
+    fn throughput(&self, since: SystemTime) -> Result<Vec<Throughput>, DurableError> {
+        self.inspect(|q| q.throughput(since))
+    }
+
     fn cancel_many_in(&self, ids: &[JobId], states: &[JobState]) -> Result<Vec<bool>, DurableError> {
         self.inspect(|q| q.cancel_in(ids, states))
     }

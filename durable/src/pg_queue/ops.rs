@@ -14,7 +14,7 @@ use tokio::runtime::{Handle, Runtime};
 use super::pool::{call, Pool, Retry};
 use super::schema::{Sql, Stmt};
 use crate::error::DurableError;
-use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page};
+use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Throughput};
 use crate::job::{from_nanos, Job, JobId, Stats, MAX_AHEAD};
 use crate::notifier::Notifier;
 
@@ -219,7 +219,7 @@ impl Inner {
         let (id, token) = (id.0 as i64, token as i64);
         call!(self.pool, "acking", Retry::Safe, |conn| {
             let st = conn.stmt(&self.sql, Stmt::Ack).await?;
-            Ok(conn.client.execute(&st, &[&self.name, &id, &token]).await? == 1)
+            Ok(conn.client.query(&st, &[&self.name, &id, &token]).await?.len() == 1)
         })
     }
 
@@ -271,7 +271,7 @@ impl Inner {
         let (id, token) = (id.0 as i64, token as i64);
         call!(self.pool, "killing", Retry::Safe, |conn| {
             let st = conn.stmt(&self.sql, Stmt::Kill).await?;
-            Ok(conn.client.execute(&st, &[&self.name, &id, &token, &error]).await? == 1)
+            Ok(conn.client.query(&st, &[&self.name, &id, &token, &error]).await?.len() == 1)
         })
     }
 
@@ -434,6 +434,25 @@ impl Inner {
         })?;
         let mut seen = std::collections::HashSet::new();
         Ok(want.iter().map(|id| gone.contains(id) && seen.insert(*id)).collect())
+    }
+
+    /// Jobs processed and failed per minute and kind since `since`.
+    pub(crate) async fn throughput(&self, since: SystemTime) -> Result<Vec<Throughput>, DurableError> {
+        let from = since.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 60) as i64;
+        call!(self.pool, "reading the throughput", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Throughput).await?;
+            let rows = conn.client.query(&st, &[&self.name, &from]).await?;
+            Ok(rows
+                .iter()
+                .map(|r| Throughput {
+                    minute: std::time::UNIX_EPOCH
+                        + Duration::from_secs(u64::try_from(r.get::<_, i64>(0)).unwrap_or(0) * 60),
+                    kind: r.get(1),
+                    processed: r.get::<_, i64>(2).max(0) as u64,
+                    failed: r.get::<_, i64>(3).max(0) as u64,
+                })
+                .collect())
+        })
     }
 
     pub(crate) async fn exists(&self) -> Result<bool, DurableError> {
