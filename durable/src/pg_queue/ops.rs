@@ -62,8 +62,8 @@ pub(crate) struct Reserved {
     pub(crate) jobs: Vec<Job>,
     /// The server's now (µs).
     pub(crate) server_now: i64,
-    /// With no job: the next due time (server µs) of a job no other
-    /// transaction holds, if any.
+    /// With no job: the next due time (server µs), if any; one already
+    /// past is a job another transaction holds this moment.
     pub(crate) next: Option<i64>,
 }
 

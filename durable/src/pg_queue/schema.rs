@@ -116,8 +116,7 @@ $$;
 -- Leases up to `lim` due jobs for `lease_us`, each with its token from
 -- `tokens`, skipping rows other reservers hold: due first, then by id. A
 -- lease that ran out on the last attempt is buried on the way. With no job,
--- one row of NULLs but the server's now and the next due time (of the rows
--- no other transaction holds).
+-- one row of NULLs but the server's now and the next due time.
 CREATE FUNCTION {s}.reserve(q text, lim integer, lease_us bigint, tokens bigint[])
 RETURNS TABLE (id bigint, attempt integer, token bigint, lease_until bigint, deadline bigint,
                payload bytea, kind text, last_error text, server_now bigint, next_due bigint)
@@ -166,10 +165,12 @@ BEGIN
         id := NULL; attempt := NULL; token := NULL; lease_until := NULL; deadline := NULL;
         payload := NULL; kind := NULL; last_error := NULL;
         server_now := now;
+        -- Read without a lock, so that a reserve that finds nothing writes
+        -- nothing (no transaction id, no commit to flush). A due time
+        -- already past is a job another transaction holds this moment.
         SELECT j.due_us INTO next_due FROM {s}.jobs j
         WHERE j.queue = q AND j.state < 2
-        ORDER BY j.due_us, j.id LIMIT 1
-        FOR UPDATE SKIP LOCKED;
+        ORDER BY j.due_us, j.id LIMIT 1;
         RETURN NEXT;
     END IF;
 END
