@@ -59,6 +59,9 @@ pub enum DurableError {
     /// The Redis backend: a connection, protocol or script error, with the
     /// server's message.
     Redis(String),
+    /// The PostgreSQL backend: a connection or statement error (after
+    /// retrying, where a retry is safe), with the server's message.
+    Postgres(String),
 }
 
 impl fmt::Display for DurableError {
@@ -82,6 +85,7 @@ impl fmt::Display for DurableError {
             DurableError::Codec(msg) => write!(f, "payload codec: {msg}"),
             DurableError::Storage(msg) => write!(f, "storage engine: {msg}"),
             DurableError::Redis(msg) => write!(f, "redis: {msg}"),
+            DurableError::Postgres(msg) => write!(f, "postgres: {msg}"),
         }
     }
 }
@@ -132,6 +136,7 @@ impl DurableError {
             DurableError::Codec(msg) => DurableError::Codec(msg.clone()),
             DurableError::Storage(msg) => DurableError::Storage(msg.clone()),
             DurableError::Redis(msg) => DurableError::Redis(msg.clone()),
+            DurableError::Postgres(msg) => DurableError::Postgres(msg.clone()),
         }
     }
 }

@@ -339,6 +339,52 @@ impl Inspect for crate::redis_queue::RedisQueue {
     }
 }
 
+#[cfg(feature = "postgres")]
+impl Inspect for crate::pg_queue::PgQueue {
+    fn stats(&self) -> Result<Stats, DurableError> {
+        crate::pg_queue::PgQueue::stats(self)
+    }
+
+    fn page(
+        &self,
+        state: JobState,
+        filter: &Filter,
+        cursor: u64,
+        limit: usize,
+    ) -> Result<Page, DurableError> {
+        self.inspect(|q| q.page(state, filter, cursor, limit))
+    }
+
+    fn job(&self, id: JobId) -> Result<Option<JobInfo>, DurableError> {
+        self.inspect(|q| q.one(id))
+    }
+
+    fn oldest_due(&self) -> Result<Option<SystemTime>, DurableError> {
+        self.inspect(|q| q.oldest_due())
+    }
+
+    fn kinds(&self) -> Result<Vec<KindCounts>, DurableError> {
+        self.inspect(|q| q.kinds())
+    }
+
+    fn throughput(&self, since: SystemTime) -> Result<Vec<Throughput>, DurableError> {
+        self.inspect(|q| q.throughput(since))
+    }
+
+    fn cancel_many_in(&self, ids: &[JobId], states: &[JobState]) -> Result<Vec<bool>, DurableError> {
+        self.inspect(|q| q.cancel_in(ids, states))
+    }
+
+    fn requeue_dead_many(&self, ids: &[JobId], at: SystemTime) -> Result<Vec<bool>, DurableError> {
+        let at = crate::pg_queue::at_us(at)?;
+        self.inspect(|q| q.requeue(ids, at))
+    }
+
+    fn describe(&self) -> String {
+        format!("postgres queue {} (schema {})", self.name(), self.schema())
+    }
+}
+
 /// A shared queue inspects as the queue it shares.
 impl<Q: Inspect + ?Sized> Inspect for std::sync::Arc<Q> {
     fn stats(&self) -> Result<Stats, DurableError> {

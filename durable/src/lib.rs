@@ -32,8 +32,9 @@
 //! | --- | --- | --- |
 //! | [`DurableQueue`] | one [redb] file (pure Rust, ACID, copy-on-write B-tree) | one process; no server to run (the default) |
 //! | `RedisQueue` (feature `redis`) | a Redis server: sorted sets, one Lua script per state change | many processes on many machines |
+//! | `PgQueue` (feature `postgres`) | a PostgreSQL database: one table, one statement per state change, `SKIP LOCKED` reserves, `LISTEN`/`NOTIFY` wake-ups | many processes; jobs enqueued in the application's own transaction (`send_after_in`, …) |
 //!
-//! Both implement [`JobQueue`], the contract; [`Typed`] (feature `serde`, on by
+//! Each implements [`JobQueue`], the contract; [`Typed`] (feature `serde`, on by
 //! default) carries any `Serialize + DeserializeOwned` payload as JSON over
 //! either.
 //!
@@ -102,7 +103,11 @@ mod job;
 mod kind;
 mod listing;
 mod metrics;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod notifier;
 mod offline;
+#[cfg(feature = "postgres")]
+mod pg_queue;
 mod queue;
 mod record;
 #[cfg(feature = "redis")]
@@ -127,6 +132,10 @@ pub use crate::job::{Job, JobId, Stats};
 #[cfg(feature = "serde")]
 pub use crate::kind::JobKind;
 pub use crate::offline::OfflineFile;
+#[cfg(feature = "postgres-async")]
+pub use crate::pg_queue::AsyncPgQueue;
+#[cfg(feature = "postgres")]
+pub use crate::pg_queue::{PgBuilder, PgQueue};
 pub use crate::queue::{CommitStats, DurableQueue};
 #[cfg(feature = "redis-async")]
 pub use crate::redis_queue::AsyncRedisQueue;

@@ -1,7 +1,8 @@
 //! `delayq-jobs`: look inside a [`delayq_durable`] queue without writing code.
 //!
 //! The binary `delayq-jobs` lists, shows, requeues and cancels jobs in an
-//! embedded file (`--db PATH`) or a Redis queue (`--redis URL --name NAME`),
+//! embedded file (`--db PATH`), a Redis queue (`--redis URL --name NAME`) or a
+//! PostgreSQL queue (`--postgres URL --name NAME`),
 //! and `delayq-jobs serve` runs a small web [`dashboard`]. An embedded file
 //! is held by one process at a time (redb's lock), so an application that
 //! owns its file mounts the dashboard itself: [`dashboard::router`] or

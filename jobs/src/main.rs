@@ -21,7 +21,7 @@ struct Cli {
 #[derive(Args)]
 struct Target {
     /// An embedded queue: the redb file (it must exist; it is never created).
-    #[arg(long, global = true, conflicts_with_all = ["redis", "name"])]
+    #[arg(long, global = true, conflicts_with_all = ["redis", "postgres", "name"])]
     db: Option<PathBuf>,
     /// A Redis queue: the server's URL (redis://127.0.0.1:6379); needs --name.
     /// With --cluster: one or more nodes of a Redis Cluster, comma-separated.
@@ -30,7 +30,15 @@ struct Target {
     /// The --redis URLs are nodes of a Redis Cluster.
     #[arg(long, global = true, requires = "redis")]
     cluster: bool,
-    /// The Redis queue's name.
+    /// A PostgreSQL queue: the database's URL
+    /// (postgres://user@127.0.0.1:5432/db); needs --name. With --schema if
+    /// it is not in the default one (delayq).
+    #[arg(long, global = true, requires = "name", conflicts_with = "redis")]
+    postgres: Option<String>,
+    /// The schema of the --postgres queue.
+    #[arg(long, global = true, requires = "postgres", default_value = "delayq")]
+    schema: String,
+    /// The Redis or PostgreSQL queue's name.
     #[arg(long, global = true)]
     name: Option<String>,
 }
@@ -124,7 +132,15 @@ fn run(cli: Cli) -> Result<(), String> {
     let queue = match (&cli.target.db, &cli.target.redis, &cli.target.name) {
         (Some(db), _, _) => open::embedded(db)?,
         (None, Some(url), Some(name)) => open::redis(url, name, cli.target.cluster, serving.is_none())?,
-        _ => return Err("name a queue: --db PATH, or --redis URL --name NAME".into()),
+        (None, None, Some(name)) if cli.target.postgres.is_some() => {
+            let url = cli.target.postgres.as_deref().unwrap_or_default();
+            open::postgres(url, &cli.target.schema, name, serving.is_none())?
+        }
+        _ => {
+            return Err(
+                "name a queue: --db PATH, --redis URL --name NAME, or --postgres URL --name NAME".into()
+            )
+        }
     };
     let mut out = std::io::stdout().lock();
     let q = &*queue;

@@ -1,4 +1,4 @@
-//! Opening the queue a command names: an embedded file or a Redis queue,
+//! Opening the queue a command names: an embedded file, a Redis or a PostgreSQL queue,
 //! with errors that say what to do.
 
 use std::path::Path;
@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use delayq_durable::{DurableError, Inspect, OfflineFile, RedisQueue};
+use delayq_durable::{DurableError, Inspect, OfflineFile, PgQueue, RedisQueue};
 
 use crate::remote::RemoteQueue;
 use crate::sidecar;
@@ -79,6 +79,26 @@ pub fn redis(url: &str, name: &str, cluster: bool, must_exist: bool) -> Result<Q
     if must_exist && !q.exists().map_err(|e| format!("reading {url}: {e}"))? {
         return Err(format!(
             "no queue named {name:?} at {url}: no job was ever sent to it (check --name; queue names are case-sensitive)"
+        ));
+    }
+    Ok(Arc::new(q))
+}
+
+/// Opens the PostgreSQL queue `name` in `schema` of the database at `url`,
+/// retrying an unreachable server for 3 s, not the library's 10: an
+/// operator is waiting. Opening migrates the schema (creates it the first
+/// time). With `must_exist`, a queue without any job is an error (a typo'd
+/// name would show an empty queue).
+pub fn postgres(url: &str, schema: &str, name: &str, must_exist: bool) -> Result<Queue, String> {
+    let q = PgQueue::builder()
+        .schema(schema)
+        .retry_for(Duration::from_secs(3))
+        .io_timeout(Duration::from_secs(10))
+        .connect(url, name)
+        .map_err(|e| format!("connecting to {url}: {e}"))?;
+    if must_exist && !q.exists().map_err(|e| format!("reading {url}: {e}"))? {
+        return Err(format!(
+            "no queue named {name:?} in schema {schema} at {url}: it holds no job (check --name and --schema; names are case-sensitive)"
         ));
     }
     Ok(Arc::new(q))

@@ -1,9 +1,11 @@
 //! The dashboard's JSON API, which its pages use, over plain HTTP on each
-//! backend: the embedded file, Redis, and a 3-master Redis Cluster (private
-//! servers on 127.0.0.1). Paging, the kind and error filters, one job,
+//! backend: the embedded file, Redis, a 3-master Redis Cluster and
+//! PostgreSQL (private servers on 127.0.0.1). Paging, the kind and error filters, one job,
 //! counts by kind, and bulk actions with their confirmation step and
 //! result sentence.
 
+#[path = "../../durable/tests/pg_server/mod.rs"]
+mod pg_server;
 #[path = "../../durable/tests/redis_server/mod.rs"]
 mod redis_server;
 
@@ -12,7 +14,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use delayq_durable::{DurableQueue, Inspect, JobId, JobQueue, JobState, RedisQueue};
+use delayq_durable::{DurableQueue, Inspect, JobId, JobQueue, JobState, PgQueue, RedisQueue};
 use delayq_jobs::dashboard::{self, Options};
 use serde_json::{json, Value};
 
@@ -239,4 +241,13 @@ fn the_api_on_a_redis_cluster() {
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
     let q = RedisQueue::builder().retry_for(Duration::from_secs(20)).connect_cluster(&urls, "api").unwrap();
     views(Arc::new(q));
+}
+
+#[test]
+fn the_api_on_postgres() {
+    if !pg_server::available() {
+        return;
+    }
+    let server = pg_server::PgServer::start("jobs-api");
+    views(Arc::new(PgQueue::connect(&server.url(), "api").unwrap()));
 }

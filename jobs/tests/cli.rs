@@ -1,9 +1,12 @@
-//! The `delayq-jobs` binary's commands against both backends: an embedded
-//! file, and a Redis queue on a private `redis-server` (127.0.0.1, a free
-//! port, started and stopped here). Also: a file held by another process
+//! The `delayq-jobs` binary's commands against every backend: an embedded
+//! file, a Redis queue on a private `redis-server`, and a PostgreSQL queue
+//! on a private server `initdb`'d for the test (127.0.0.1, free ports,
+//! started and stopped here). Also: a file held by another process
 //! (a child of this test) is a clear error, naming that process and its
 //! dashboard when its sidecar says.
 
+#[path = "../../durable/tests/pg_server/mod.rs"]
+mod pg_server;
 #[path = "../../durable/tests/redis_server/mod.rs"]
 mod redis_server;
 
@@ -13,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use delayq_durable::{DurableQueue, Inspect, JobId, JobQueue, JobState, RedisQueue};
+use delayq_durable::{DurableQueue, Inspect, JobId, JobQueue, JobState, PgQueue, RedisQueue};
 
 /// A queue this process drives (the contract) and inspects.
 trait Both: JobQueue + Inspect {}
@@ -46,6 +49,14 @@ fn redis(url: String, name: &str) -> Backend {
     Backend {
         open: Box::new(move || Arc::new(RedisQueue::connect(&u, &n).unwrap())),
         args: vec!["--redis".into(), url, "--name".into(), name.into()],
+    }
+}
+
+fn postgres(url: String, schema: &str, name: &str) -> Backend {
+    let (u, s, n) = (url.clone(), schema.to_string(), name.to_string());
+    Backend {
+        open: Box::new(move || Arc::new(PgQueue::builder().schema(&s).connect(&u, &n).unwrap())),
+        args: vec!["--postgres".into(), url, "--schema".into(), schema.into(), "--name".into(), name.into()],
     }
 }
 
@@ -195,6 +206,39 @@ fn commands_on_redis() {
     }
     let server = redis_server::RedisServer::start("jobs-cli");
     commands(&redis(server.url(), "cli"));
+}
+
+#[test]
+fn commands_on_postgres() {
+    if !pg_server::available() {
+        return;
+    }
+    let server = pg_server::PgServer::start("jobs-cli");
+    commands(&postgres(server.url(), "jobs", "cli"));
+}
+
+#[test]
+fn a_postgres_queue_name_nobody_used_is_an_error_and_a_server_down_is_one_clear_line() {
+    if !pg_server::available() {
+        return;
+    }
+    let server = pg_server::PgServer::start("jobs-typo");
+    let b = postgres(server.url(), "delayq", "emails");
+    (b.open)().send_after(b"x", Duration::from_secs(60)).unwrap();
+    assert!(ok(&b, &["stats"]).contains("pending  1"));
+    let err = refused(&postgres(server.url(), "delayq", "emials"), &["stats"]);
+    assert!(err.contains("no queue named \"emials\""), "{err}");
+    let url = server.url();
+    drop(server);
+    let err = refused(
+        &Backend {
+            open: Box::new(|| unreachable!()),
+            args: vec!["--postgres".into(), url, "--name".into(), "emails".into()],
+        },
+        &["stats"],
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("gave up after retrying for 3s"), "{err}");
 }
 
 #[test]

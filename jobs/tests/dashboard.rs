@@ -204,6 +204,35 @@ fn a_redis_outage_is_shown_in_the_page_which_keeps_refreshing() {
     dash.shutdown();
 }
 
+#[path = "../../durable/tests/pg_server/mod.rs"]
+mod pg_server;
+
+#[test]
+fn a_postgres_outage_is_shown_in_the_page_which_keeps_refreshing() {
+    if !pg_server::available() {
+        return;
+    }
+    let server = pg_server::PgServer::start("jobs-outage");
+    let q = delayq_durable::PgQueue::builder()
+        .retry_for(Duration::from_millis(300))
+        .connect(&server.url(), "outage")
+        .unwrap();
+    q.send_after(b"x", Duration::from_secs(60)).unwrap();
+    let dash =
+        dashboard::serve(Arc::new(q.clone()), "127.0.0.1:0".parse().unwrap(), Options::default()).unwrap();
+    let (status, page) = http(dash.addr(), "GET", "/", "", "");
+    assert_eq!((status, count(&page, "pending")), (200, 1));
+    server.stop_immediate();
+    let (status, page) = http(dash.addr(), "GET", "/", "", "");
+    assert_eq!(status, 503);
+    assert!(page.contains("the queue failed: postgres:"), "{page}");
+    assert!(page.contains("http-equiv=refresh"), "it keeps refreshing: {page}");
+    server.restart();
+    let (status, page) = http(dash.addr(), "GET", "/", "", "");
+    assert_eq!((status, count(&page, "pending")), (200, 1), "the same tab recovers");
+    dash.shutdown();
+}
+
 fn chromium_available() -> bool {
     let found = Command::new("chromium").arg("--version").output().is_ok_and(|o| o.status.success());
     if !found {

@@ -1,0 +1,464 @@
+//! The queue's calls as async functions on its shared state, each one
+//! statement (most a function of the schema: `schema.rs`) and one round
+//! trip. The blocking [`PgQueue`](super::PgQueue) runs them on its calling
+//! thread (`block_on`); the async client on the queue's runtime.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::runtime::{Handle, Runtime};
+
+use super::pool::{call, Pool, Retry};
+use super::schema::{Sql, Stmt};
+use crate::error::DurableError;
+use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Throughput};
+use crate::job::{from_nanos, Job, JobId, Stats, MAX_AHEAD};
+use crate::notifier::Notifier;
+
+/// The most jobs one `reserve_many` leases (a larger `max` is taken as this).
+pub(crate) const MAX_RESERVE: usize = 1000;
+
+/// At most this many jobs are read for one page of a filtered listing (as
+/// the embedded file's budget).
+const PAGE_BUDGET: i64 = 20_000;
+
+/// What every handle on one opened queue shares.
+pub(crate) struct Inner {
+    pub(crate) name: String,
+    pub(crate) schema: String,
+    pub(crate) sql: Sql,
+    pub(crate) pool: Pool,
+    pub(crate) notifier: Arc<Notifier>,
+    pub(crate) listener: tokio::task::JoinHandle<()>,
+    /// The runtime that drives the connections and the listener; shut down
+    /// (without waiting) when the last handle goes.
+    pub(crate) runtime: Option<Runtime>,
+    pub(crate) handle: Handle,
+    pub(crate) closed: AtomicBool,
+    pub(crate) max_attempts: u32,
+    pub(crate) max_payload: usize,
+    /// Lease tokens: SipHash of a counter under keys the standard library
+    /// draws from the operating system's randomness.
+    pub(crate) tokens: AtomicU64,
+    pub(crate) token_keys: RandomState,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.notifier.close();
+        self.listener.abort();
+        if let Some(rt) = self.runtime.take() {
+            // Not waiting: this may run inside another runtime's task.
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// A reserve's answer.
+pub(crate) struct Reserved {
+    pub(crate) jobs: Vec<Job>,
+    /// The server's now (µs).
+    pub(crate) server_now: i64,
+    /// With no job: the next due time (server µs), if any; one already
+    /// past is a job another transaction holds this moment.
+    pub(crate) next: Option<i64>,
+}
+
+/// Microseconds since the epoch as the nanoseconds a [`Job`] keeps (0 before it).
+fn us_to_ns(us: i64) -> u64 {
+    u64::try_from(us).unwrap_or(0).saturating_mul(1000)
+}
+
+fn time(us: i64) -> SystemTime {
+    from_nanos(us_to_ns(us))
+}
+
+/// An instant as server microseconds, rounded up (never earlier than asked);
+/// one more than [`MAX_AHEAD`] from now is out of range.
+pub(crate) fn at_us(at: SystemTime) -> Result<i64, DurableError> {
+    let ns = crate::job::to_nanos(at)?;
+    Ok(ns.div_ceil(1000) as i64)
+}
+
+/// A delay in microseconds, rounded up; over [`MAX_AHEAD`] is out of range.
+pub(crate) fn delay_us(delay: Duration) -> Result<i64, DurableError> {
+    if delay > MAX_AHEAD {
+        return Err(DurableError::DeadlineOutOfRange);
+    }
+    Ok(delay.as_nanos().div_ceil(1000) as i64)
+}
+
+pub(crate) fn lease_us(lease: Duration) -> Result<i64, DurableError> {
+    if lease.is_zero() {
+        return Err(DurableError::InvalidArgument("a lease must be longer than zero"));
+    }
+    delay_us(lease).map_err(|_| DurableError::InvalidArgument("a lease must be under 142 years"))
+}
+
+fn state_code(state: JobState) -> i16 {
+    match state {
+        JobState::Pending => 0,
+        JobState::Leased => 1,
+        JobState::Dead => 2,
+    }
+}
+
+fn info(row: &tokio_postgres::Row) -> JobInfo {
+    let state = match row.get::<_, i16>(1) {
+        1 => JobState::Leased,
+        2 => JobState::Dead,
+        _ => JobState::Pending,
+    };
+    let due: i64 = row.get(5);
+    JobInfo {
+        id: JobId(row.get::<_, i64>(0) as u64),
+        state,
+        kind: row.get(2),
+        deadline: time(row.get(3)),
+        attempt: row.get::<_, i32>(4).max(0) as u32,
+        lease_deadline: (state == JobState::Leased).then(|| time(due)),
+        died_at: (state == JobState::Dead).then(|| time(due)),
+        last_error: row.get(6),
+        payload: row.get(7),
+    }
+}
+
+impl Inner {
+    pub(crate) fn check_open(&self) -> Result<(), DurableError> {
+        // Acquire: pairs with `close`'s Release, so a closed handle says so.
+        if self.closed.load(Ordering::Acquire) {
+            return Err(DurableError::Closed);
+        }
+        Ok(())
+    }
+
+    /// A fresh lease token: random, 64 bits, never 0 (0 means "no lease").
+    fn token(&self) -> i64 {
+        // Relaxed: a counter made unique by the RMW, ordering nothing else.
+        let n = self.tokens.fetch_add(1, Ordering::Relaxed);
+        let mut h = self.token_keys.build_hasher();
+        h.write_u64(n);
+        h.finish().max(1) as i64
+    }
+
+    /// Checks a batch's payload sizes (before anything is stored).
+    pub(crate) fn check_payloads<'a>(
+        &self,
+        payloads: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<(), DurableError> {
+        for p in payloads {
+            if p.len() > self.max_payload {
+                return Err(DurableError::PayloadTooLarge { len: p.len(), max: self.max_payload });
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores jobs in one statement; `dues` absolute (server µs), or delays
+    /// when `relative`.
+    pub(crate) async fn send(
+        &self,
+        kinds: &[&str],
+        payloads: &[&[u8]],
+        dues: &[i64],
+        relative: bool,
+    ) -> Result<Vec<JobId>, DurableError> {
+        self.check_open()?;
+        self.check_payloads(payloads.iter().copied())?;
+        if dues.is_empty() {
+            return Ok(Vec::new());
+        }
+        let last = self.max_attempts as i32;
+        call!(self.pool, "sending", Retry::OnlyUnsent, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Send).await?;
+            let rows =
+                conn.client.query(&st, &[&self.name, &last, &kinds, &payloads, &dues, &relative]).await?;
+            Ok(rows.iter().map(|r| JobId(r.get::<_, i64>(0) as u64)).collect())
+        })
+    }
+
+    /// One reserve statement: leases up to `max` due jobs.
+    pub(crate) async fn reserve(&self, lease_us: i64, max: usize) -> Result<Reserved, DurableError> {
+        self.check_open()?;
+        let max = max.clamp(1, MAX_RESERVE);
+        let tokens: Vec<i64> = (0..max).map(|_| self.token()).collect();
+        let lim = max as i32;
+        call!(self.pool, "reserving", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Reserve).await?;
+            let rows = conn.client.query(&st, &[&self.name, &lim, &lease_us, &tokens]).await?;
+            let mut out = Reserved { jobs: Vec::with_capacity(rows.len()), server_now: 0, next: None };
+            for row in rows {
+                out.server_now = row.get(8);
+                let Some(id) = row.get::<_, Option<i64>>(0) else {
+                    out.next = row.get(9);
+                    continue;
+                };
+                out.jobs.push(Job {
+                    id: JobId(id as u64),
+                    attempt: row.get::<_, i32>(1).max(0) as u32,
+                    token: row.get::<_, i64>(2) as u64,
+                    lease_until: us_to_ns(row.get(3)),
+                    deadline: us_to_ns(row.get(4)),
+                    payload: row.get(5),
+                    kind: row.get(6),
+                    last_error: row.get(7),
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    /// Deletes the job if `token` is its lease's.
+    pub(crate) async fn ack(&self, id: JobId, token: u64) -> Result<bool, DurableError> {
+        if token == 0 {
+            return Ok(false);
+        }
+        let (id, token) = (id.0 as i64, token as i64);
+        call!(self.pool, "acking", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Ack).await?;
+            Ok(conn.client.query(&st, &[&self.name, &id, &token]).await?.len() == 1)
+        })
+    }
+
+    /// Acks in one statement; the flags in order.
+    pub(crate) async fn ack_many(&self, jobs: &[(JobId, u64)]) -> Result<Vec<bool>, DurableError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<i64> = jobs.iter().map(|(id, _)| id.0 as i64).collect();
+        let tokens: Vec<i64> = jobs.iter().map(|(_, t)| *t as i64).collect();
+        let deleted: std::collections::HashSet<i64> = call!(self.pool, "acking", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::AckMany).await?;
+            let rows = conn.client.query(&st, &[&self.name, &ids, &tokens]).await?;
+            Ok(rows.iter().map(|r| r.get::<_, i64>(0)).collect())
+        })?;
+        // A job listed twice is acked once: its first entry says so.
+        let mut seen = std::collections::HashSet::new();
+        Ok(ids
+            .iter()
+            .zip(&tokens)
+            .map(|(id, t)| *t != 0 && deleted.contains(id) && seen.insert(*id))
+            .collect())
+    }
+
+    /// A retry at `retry_us`, or death after the last attempt; `error`:
+    /// `None` keeps the last error.
+    pub(crate) async fn nack(
+        &self,
+        id: JobId,
+        token: u64,
+        retry_us: i64,
+        error: Option<String>,
+    ) -> Result<bool, DurableError> {
+        if token == 0 {
+            return Ok(false);
+        }
+        let (id, token) = (id.0 as i64, token as i64);
+        call!(self.pool, "nacking", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Nack).await?;
+            let row = conn.client.query_one(&st, &[&self.name, &id, &token, &retry_us, &error]).await?;
+            Ok(row.get::<_, bool>(0))
+        })
+    }
+
+    pub(crate) async fn kill(&self, id: JobId, token: u64, error: String) -> Result<bool, DurableError> {
+        if token == 0 {
+            return Ok(false);
+        }
+        let (id, token) = (id.0 as i64, token as i64);
+        call!(self.pool, "killing", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Kill).await?;
+            Ok(conn.client.query(&st, &[&self.name, &id, &token, &error]).await?.len() == 1)
+        })
+    }
+
+    pub(crate) async fn extend(&self, id: JobId, token: u64, lease_us: i64) -> Result<bool, DurableError> {
+        if token == 0 {
+            return Ok(false);
+        }
+        let (id, token) = (id.0 as i64, token as i64);
+        call!(self.pool, "extending", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Extend).await?;
+            Ok(conn.client.execute(&st, &[&self.name, &id, &token, &lease_us]).await? == 1)
+        })
+    }
+
+    pub(crate) async fn cancel(&self, id: JobId) -> Result<bool, DurableError> {
+        let id = id.0 as i64;
+        call!(self.pool, "cancelling", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Cancel).await?;
+            Ok(conn.client.execute(&st, &[&self.name, &id]).await? == 1)
+        })
+    }
+
+    /// Dead jobs back to pending, due at `at_us`; a flag per id.
+    pub(crate) async fn requeue(&self, ids: &[JobId], at_us: i64) -> Result<Vec<bool>, DurableError> {
+        let want: Vec<i64> = ids.iter().map(|id| id.0 as i64).collect();
+        let more = self.max_attempts as i32;
+        let moved: std::collections::HashSet<i64> = call!(self.pool, "requeueing", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Requeue).await?;
+            let rows = conn.client.query(&st, &[&self.name, &want, &at_us, &more]).await?;
+            Ok(rows.iter().map(|r| r.get::<_, i64>(0)).collect())
+        })?;
+        let mut seen = std::collections::HashSet::new();
+        Ok(want.iter().map(|id| moved.contains(id) && seen.insert(*id)).collect())
+    }
+
+    pub(crate) async fn stats(&self) -> Result<Stats, DurableError> {
+        call!(self.pool, "counting", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Stats).await?;
+            let mut s = Stats::default();
+            for row in conn.client.query(&st, &[&self.name]).await? {
+                let n = row.get::<_, i64>(1).max(0) as u64;
+                match row.get::<_, i16>(0) {
+                    0 => s.pending = n,
+                    1 => s.leased = n,
+                    _ => s.dead += n,
+                }
+            }
+            Ok(s)
+        })
+    }
+
+    /// Up to `limit` dead jobs, oldest death first.
+    pub(crate) async fn dead(&self, limit: usize) -> Result<Vec<Job>, DurableError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        call!(self.pool, "listing dead jobs", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Dead).await?;
+            let rows = conn.client.query(&st, &[&self.name, &limit]).await?;
+            Ok(rows
+                .iter()
+                .map(|r| Job {
+                    id: JobId(r.get::<_, i64>(0) as u64),
+                    attempt: r.get::<_, i32>(1).max(0) as u32,
+                    deadline: us_to_ns(r.get(2)),
+                    payload: r.get(3),
+                    kind: r.get(4),
+                    last_error: r.get(5),
+                    token: 0,
+                    lease_until: 0,
+                })
+                .collect())
+        })
+    }
+
+    /// A page of the jobs in `state` that `filter` keeps, by id from
+    /// `cursor`: reads at most [`PAGE_BUDGET`] ids, kinds and errors, then
+    /// the matching jobs whole.
+    pub(crate) async fn page(
+        &self,
+        state: JobState,
+        filter: &Filter,
+        cursor: u64,
+        limit: usize,
+    ) -> Result<Page, DurableError> {
+        let code = state_code(state);
+        let from = i64::try_from(cursor).unwrap_or(i64::MAX);
+        call!(self.pool, "listing jobs", Retry::Safe, |conn| {
+            let scan = conn.stmt(&self.sql, Stmt::ScanState).await?;
+            let rows = conn.client.query(&scan, &[&self.name, &code, &from, &PAGE_BUDGET]).await?;
+            let mut page = Page::default();
+            let mut ids: Vec<i64> = Vec::new();
+            for row in &rows {
+                let id: i64 = row.get(0);
+                if ids.len() >= limit {
+                    page.next = Some(id as u64);
+                    break;
+                }
+                if filter.matches(row.get(1), row.get(2)) {
+                    ids.push(id);
+                }
+            }
+            if page.next.is_none() && rows.len() as i64 >= PAGE_BUDGET {
+                page.next = rows.last().map(|r| r.get::<_, i64>(0) as u64 + 1);
+            }
+            if !ids.is_empty() {
+                let st = conn.stmt(&self.sql, Stmt::Rows).await?;
+                page.jobs =
+                    conn.client.query(&st, &[&self.name, &ids, &code]).await?.iter().map(info).collect();
+            }
+            Ok(page)
+        })
+    }
+
+    pub(crate) async fn one(&self, id: JobId) -> Result<Option<JobInfo>, DurableError> {
+        let id = id.0 as i64;
+        call!(self.pool, "reading a job", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::One).await?;
+            Ok(conn.client.query_opt(&st, &[&self.name, &id]).await?.as_ref().map(info))
+        })
+    }
+
+    pub(crate) async fn oldest_due(&self) -> Result<Option<SystemTime>, DurableError> {
+        call!(self.pool, "reading the oldest due job", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::OldestDue).await?;
+            let row = conn.client.query_one(&st, &[&self.name]).await?;
+            Ok(row.get::<_, Option<i64>>(0).map(time))
+        })
+    }
+
+    pub(crate) async fn kinds(&self) -> Result<Vec<KindCounts>, DurableError> {
+        let mut kinds: std::collections::BTreeMap<String, [u64; 3]> = Default::default();
+        let rows = call!(self.pool, "counting kinds", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Kinds).await?;
+            conn.client.query(&st, &[&self.name]).await
+        })?;
+        for row in rows {
+            let slot = (row.get::<_, i16>(1).clamp(0, 2)) as usize;
+            kinds.entry(row.get(0)).or_default()[slot] += row.get::<_, i64>(2).max(0) as u64;
+        }
+        Ok(kinds
+            .into_iter()
+            .map(|(kind, c)| KindCounts { kind, pending: c[0], leased: c[1], dead: c[2] })
+            .collect())
+    }
+
+    /// Deletes each job only in one of `states`, in one statement.
+    pub(crate) async fn cancel_in(
+        &self,
+        ids: &[JobId],
+        states: &[JobState],
+    ) -> Result<Vec<bool>, DurableError> {
+        let want: Vec<i64> = ids.iter().map(|id| id.0 as i64).collect();
+        let codes: Vec<i16> = states.iter().map(|s| state_code(*s)).collect();
+        let gone: std::collections::HashSet<i64> = call!(self.pool, "cancelling", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::CancelIn).await?;
+            let rows = conn.client.query(&st, &[&self.name, &want, &codes]).await?;
+            Ok(rows.iter().map(|r| r.get::<_, i64>(0)).collect())
+        })?;
+        let mut seen = std::collections::HashSet::new();
+        Ok(want.iter().map(|id| gone.contains(id) && seen.insert(*id)).collect())
+    }
+
+    /// Jobs processed and failed per minute and kind since `since`.
+    pub(crate) async fn throughput(&self, since: SystemTime) -> Result<Vec<Throughput>, DurableError> {
+        let from = since.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 60) as i64;
+        call!(self.pool, "reading the throughput", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Throughput).await?;
+            let rows = conn.client.query(&st, &[&self.name, &from]).await?;
+            Ok(rows
+                .iter()
+                .map(|r| Throughput {
+                    minute: std::time::UNIX_EPOCH
+                        + Duration::from_secs(u64::try_from(r.get::<_, i64>(0)).unwrap_or(0) * 60),
+                    kind: r.get(1),
+                    processed: r.get::<_, i64>(2).max(0) as u64,
+                    failed: r.get::<_, i64>(3).max(0) as u64,
+                })
+                .collect())
+        })
+    }
+
+    pub(crate) async fn exists(&self) -> Result<bool, DurableError> {
+        call!(self.pool, "looking for the queue", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Exists).await?;
+            Ok(conn.client.query_one(&st, &[&self.name]).await?.get::<_, bool>(0))
+        })
+    }
+}

@@ -1,0 +1,397 @@
+//! The schema of a PostgreSQL queue and its versioned migrations, and the
+//! text of every statement the queue runs.
+//!
+//! Everything lives in one schema the user chooses (`delayq` by default):
+//! one `jobs` table for every named queue of that schema (the queue's name
+//! is the first column of each key), a sequence for ids, and the functions
+//! that make each state change one statement and one round trip (as the
+//! Redis backend's Lua scripts do). Times are microseconds since the Unix
+//! epoch by the server's clock (`clock_timestamp()`).
+//!
+//! `delayq_schema` holds the version applied. Opening a queue takes a
+//! transaction-scoped advisory lock, reads the version and applies the
+//! migrations after it, in that one transaction: concurrent openers wait for
+//! each other, and a half-applied migration is never seen. A schema of a
+//! newer version is refused (this version does not know its layout).
+
+/// The schema version this version of the crate writes and reads.
+pub(crate) const VERSION: i32 = 1;
+
+/// The migrations, by version: `migrations()[0]` takes an empty schema to
+/// version 1. `{s}` stands for the quoted schema name, `{lit}` for it as a
+/// string literal.
+fn migrations() -> [&'static str; 1] {
+    [r#"
+CREATE SEQUENCE {s}.job_ids;
+
+-- state: 0 pending, 1 leased, 2 dead. due_us: when a pending job is due,
+-- when a leased job's lease ends, when a dead job died. deadline_us: the
+-- deadline a job reports (sent with, or nacked or requeued to).
+-- last_attempt: the attempt after which a failure is death.
+CREATE TABLE {s}.jobs (
+    queue text NOT NULL,
+    id bigint NOT NULL,
+    state smallint NOT NULL,
+    due_us bigint NOT NULL,
+    deadline_us bigint NOT NULL,
+    attempt integer NOT NULL DEFAULT 0,
+    last_attempt integer NOT NULL,
+    token bigint NOT NULL DEFAULT 0,
+    kind text NOT NULL DEFAULT '',
+    last_error text,
+    payload bytea NOT NULL,
+    PRIMARY KEY (queue, id)
+);
+
+-- What reserve reads: due first, then by id, pending and leased alike
+-- (a lease that ran out is due at its end).
+CREATE INDEX jobs_due ON {s}.jobs (queue, due_us, id) WHERE state < 2;
+-- Listings, counts and the dead set, by state.
+CREATE INDEX jobs_state ON {s}.jobs (queue, state, id);
+
+CREATE FUNCTION {s}.now_us() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint
+$$;
+
+-- Jobs processed (acked) and failed (an attempt nacked, killed or whose
+-- lease ran out) per minute and kind, for the dashboard; kept 24 hours. In
+-- 16 shards (by server process) so that concurrent acks rarely wait for
+-- each other's row.
+CREATE TABLE {s}.throughput (
+    queue text NOT NULL,
+    minute bigint NOT NULL,
+    kind text NOT NULL,
+    shard integer NOT NULL,
+    processed bigint NOT NULL,
+    failed bigint NOT NULL,
+    PRIMARY KEY (queue, minute, kind, shard)
+);
+
+CREATE FUNCTION {s}.tally(q text, k text, ok bigint, bad bigint) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    this_minute bigint := {s}.now_us() / 60000000;
+BEGIN
+    INSERT INTO {s}.throughput AS t VALUES (q, this_minute, k, pg_backend_pid() % 16, ok, bad)
+    ON CONFLICT (queue, minute, kind, shard)
+    DO UPDATE SET processed = t.processed + excluded.processed, failed = t.failed + excluded.failed;
+    IF random() < 0.001 THEN
+        DELETE FROM {s}.throughput t WHERE t.queue = q AND t.minute < this_minute - 1440;
+    END IF;
+END
+$$;
+
+-- The channel a queue's wake-ups go on: an identifier of at most 63 bytes
+-- whatever the names' lengths.
+CREATE FUNCTION {s}.channel(q text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT 'delayq_' || left(md5({lit} || '.' || q), 24)
+$$;
+
+-- Stores jobs (dues absolute, or delays from the server's now when
+-- `relative`), ids in order; announces the earliest due time (delivered
+-- when the transaction commits).
+CREATE FUNCTION {s}.send(q text, last_attempt integer, kinds text[], payloads bytea[],
+                         dues bigint[], relative boolean)
+RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+DECLARE
+    now bigint := {s}.now_us();
+    first bigint;
+BEGIN
+    IF cardinality(dues) = 0 THEN
+        RETURN;
+    END IF;
+    SELECT min(CASE WHEN relative THEN now + d ELSE d END) INTO first FROM unnest(dues) AS d;
+    RETURN QUERY
+        WITH ins AS (
+            INSERT INTO {s}.jobs (queue, id, state, due_us, deadline_us, last_attempt, kind, payload)
+            SELECT q, nextval('{s}.job_ids'), 0, x.due, x.due, send.last_attempt, x.kind, x.payload
+            FROM (SELECT CASE WHEN relative THEN now + t.d ELSE t.d END AS due, t.k AS kind, t.p AS payload, t.n
+                  FROM unnest(dues, kinds, payloads) WITH ORDINALITY AS t(d, k, p, n)) AS x
+            ORDER BY x.n
+            RETURNING id)
+        SELECT ins.id FROM ins ORDER BY ins.id;
+    PERFORM pg_notify({s}.channel(q), first::text);
+END
+$$;
+
+-- Leases up to `lim` due jobs for `lease_us`, each with its token from
+-- `tokens`, skipping rows other reservers hold: due first, then by id. A
+-- lease that ran out on the last attempt is buried on the way. With no job,
+-- one row of NULLs but the server's now and the next due time.
+CREATE FUNCTION {s}.reserve(q text, lim integer, lease_us bigint, tokens bigint[])
+RETURNS TABLE (id bigint, attempt integer, token bigint, lease_until bigint, deadline bigint,
+               payload bytea, kind text, last_error text, server_now bigint, next_due bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    now bigint := {s}.now_us();
+    n integer := 0;
+    buried integer;
+    r record;
+BEGIN
+    LOOP
+        buried := 0;
+        FOR r IN
+            SELECT j.id, j.state, j.attempt, j.last_attempt, j.kind FROM {s}.jobs j
+            WHERE j.queue = q AND j.state < 2 AND j.due_us <= now
+            ORDER BY j.due_us, j.id
+            LIMIT lim - n
+            FOR UPDATE SKIP LOCKED
+        LOOP
+            IF r.state = 1 THEN
+                PERFORM {s}.tally(q, r.kind, 0, 1);
+            END IF;
+            IF r.state = 1 AND r.attempt >= r.last_attempt THEN
+                UPDATE {s}.jobs j SET state = 2, due_us = now, token = 0,
+                    last_error = 'lease expired (attempt ' || r.attempt || ')'
+                WHERE j.queue = q AND j.id = r.id;
+                buried := buried + 1;
+            ELSE
+                n := n + 1;
+                UPDATE {s}.jobs j SET state = 1, attempt = j.attempt + 1, token = tokens[n],
+                    due_us = now + lease_us,
+                    last_error = CASE WHEN r.state = 1
+                        THEN 'lease expired (attempt ' || r.attempt || ')' ELSE j.last_error END
+                WHERE j.queue = q AND j.id = r.id
+                RETURNING j.id, j.attempt, j.token, j.due_us, j.deadline_us, j.payload, j.kind, j.last_error
+                INTO id, attempt, token, lease_until, deadline, payload, kind, last_error;
+                server_now := now;
+                next_due := NULL;
+                RETURN NEXT;
+            END IF;
+        END LOOP;
+        EXIT WHEN buried = 0 OR n >= lim;
+    END LOOP;
+    IF n = 0 THEN
+        id := NULL; attempt := NULL; token := NULL; lease_until := NULL; deadline := NULL;
+        payload := NULL; kind := NULL; last_error := NULL;
+        server_now := now;
+        -- Read without a lock, so that a reserve that finds nothing writes
+        -- nothing (no transaction id, no commit to flush). A due time
+        -- already past is a job another transaction holds this moment.
+        SELECT j.due_us INTO next_due FROM {s}.jobs j
+        WHERE j.queue = q AND j.state < 2
+        ORDER BY j.due_us, j.id LIMIT 1;
+        RETURN NEXT;
+    END IF;
+END
+$$;
+
+-- A retry at `retry_us`, or death after the last attempt; `err` NULL
+-- keeps the last error.
+CREATE FUNCTION {s}.nack(q text, jid bigint, tok bigint, retry_us bigint, err text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    r record;
+BEGIN
+    SELECT j.attempt, j.last_attempt, j.kind INTO r FROM {s}.jobs j
+    WHERE j.queue = q AND j.id = jid AND j.token = tok AND j.state = 1
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM {s}.tally(q, r.kind, 0, 1);
+    IF r.attempt >= r.last_attempt THEN
+        UPDATE {s}.jobs j SET state = 2, due_us = {s}.now_us(), token = 0,
+            last_error = coalesce(err, j.last_error)
+        WHERE j.queue = q AND j.id = jid;
+    ELSE
+        UPDATE {s}.jobs j SET state = 0, due_us = retry_us, deadline_us = retry_us, token = 0,
+            last_error = coalesce(err, j.last_error)
+        WHERE j.queue = q AND j.id = jid;
+        PERFORM pg_notify({s}.channel(q), retry_us::text);
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- Dead jobs back to pending, due at `at_us`, with `more` deliveries.
+CREATE FUNCTION {s}.requeue(q text, ids bigint[], at_us bigint, more integer)
+RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    moved bigint[];
+BEGIN
+    WITH up AS (
+        UPDATE {s}.jobs j SET state = 0, due_us = at_us, deadline_us = at_us, token = 0,
+            last_attempt = j.attempt + more
+        WHERE j.queue = q AND j.id = ANY(ids) AND j.state = 2
+        RETURNING j.id)
+    SELECT coalesce(array_agg(up.id), '{}') INTO moved FROM up;
+    IF cardinality(moved) > 0 THEN
+        PERFORM pg_notify({s}.channel(q), at_us::text);
+    END IF;
+    RETURN QUERY SELECT unnest(moved);
+END
+$$;
+"#]
+}
+
+/// A schema name as an identifier, double-quoted.
+pub(crate) fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// A string as an SQL literal.
+fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// Migration `i` (0-based) for schema `name`.
+pub(crate) fn migration(name: &str, i: usize) -> String {
+    migrations()[i].replace("{s}", &quote_ident(name)).replace("{lit}", &quote_literal(name))
+}
+
+/// What opening runs first, in the migration's transaction: the schema,
+/// the version table, and the lock that orders concurrent openers (its key:
+/// a hash of the schema's name).
+pub(crate) fn prelude(name: &str) -> String {
+    let s = quote_ident(name);
+    format!(
+        "SELECT pg_advisory_xact_lock(hashtext({lit})::bigint + 7204812400);
+         CREATE SCHEMA IF NOT EXISTS {s};
+         CREATE TABLE IF NOT EXISTS {s}.delayq_schema (version integer NOT NULL);",
+        lit = quote_literal(&format!("delayq schema {name}")),
+    )
+}
+
+/// The statements the queue prepares on each connection, by [`Stmt`].
+pub(crate) struct Sql {
+    texts: Vec<String>,
+}
+
+/// The queue's statements.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Stmt {
+    Send,
+    Reserve,
+    Ack,
+    AckMany,
+    Nack,
+    Kill,
+    Extend,
+    Cancel,
+    Requeue,
+    Stats,
+    Dead,
+    Version,
+    Channel,
+    ScanState,
+    Rows,
+    One,
+    OldestDue,
+    Kinds,
+    CancelIn,
+    Exists,
+    Throughput,
+}
+
+/// Every statement, in [`Stmt`] order.
+const ALL: [Stmt; 21] = [
+    Stmt::Send,
+    Stmt::Reserve,
+    Stmt::Ack,
+    Stmt::AckMany,
+    Stmt::Nack,
+    Stmt::Kill,
+    Stmt::Extend,
+    Stmt::Cancel,
+    Stmt::Requeue,
+    Stmt::Stats,
+    Stmt::Dead,
+    Stmt::Version,
+    Stmt::Channel,
+    Stmt::ScanState,
+    Stmt::Rows,
+    Stmt::One,
+    Stmt::OldestDue,
+    Stmt::Kinds,
+    Stmt::CancelIn,
+    Stmt::Exists,
+    Stmt::Throughput,
+];
+
+/// The columns a listing reads, in [`JobInfo`](crate::JobInfo) order.
+const INFO: &str = "id, state, kind, deadline_us, attempt, due_us, last_error, payload";
+
+impl Sql {
+    pub(crate) fn new(name: &str) -> Sql {
+        let s = quote_ident(name);
+        let text = |stmt: Stmt| -> String {
+            match stmt {
+                Stmt::Send => format!(
+                    "SELECT {s}.send($1::text, $2::integer, $3::text[], $4::bytea[], $5::bigint[], $6::boolean)"
+                ),
+                Stmt::Reserve => format!(
+                    "SELECT * FROM {s}.reserve($1::text, $2::integer, $3::bigint, $4::bigint[])"
+                ),
+                Stmt::Ack => format!(
+                    "WITH d AS (DELETE FROM {s}.jobs
+                                WHERE queue = $1 AND id = $2 AND token = $3 AND state = 1 RETURNING kind)
+                     SELECT {s}.tally($1, d.kind, 1, 0) FROM d"
+                ),
+                Stmt::AckMany => format!(
+                    "WITH d AS (DELETE FROM {s}.jobs j USING unnest($2::bigint[], $3::bigint[]) AS a(id, token)
+                                WHERE j.queue = $1 AND j.id = a.id AND j.token = a.token AND j.state = 1
+                                RETURNING j.id, j.kind),
+                          c AS (SELECT {s}.tally($1, d.kind, count(*), 0) FROM d GROUP BY d.kind)
+                     SELECT d.id FROM d, (SELECT count(*) FROM c) AS counted"
+                ),
+                Stmt::Nack => format!(
+                    "SELECT {s}.nack($1::text, $2::bigint, $3::bigint, $4::bigint, $5::text)"
+                ),
+                Stmt::Kill => format!(
+                    "WITH k AS (UPDATE {s}.jobs SET state = 2, due_us = {s}.now_us(), token = 0, last_error = $4
+                                WHERE queue = $1 AND id = $2 AND token = $3 AND state = 1 RETURNING kind)
+                     SELECT {s}.tally($1, k.kind, 0, 1) FROM k"
+                ),
+                Stmt::Extend => format!(
+                    "UPDATE {s}.jobs SET due_us = {s}.now_us() + $4
+                     WHERE queue = $1 AND id = $2 AND token = $3 AND state = 1"
+                ),
+                Stmt::Cancel => format!("DELETE FROM {s}.jobs WHERE queue = $1 AND id = $2"),
+                Stmt::Requeue => format!(
+                    "SELECT {s}.requeue($1::text, $2::bigint[], $3::bigint, $4::integer)"
+                ),
+                Stmt::Stats => {
+                    format!("SELECT state, count(*) FROM {s}.jobs WHERE queue = $1 GROUP BY state")
+                }
+                Stmt::Dead => format!(
+                    "SELECT id, attempt, deadline_us, payload, kind, last_error FROM {s}.jobs
+                     WHERE queue = $1 AND state = 2 ORDER BY due_us, id LIMIT $2"
+                ),
+                Stmt::Version => format!("SELECT version FROM {s}.delayq_schema"),
+                Stmt::Channel => format!("SELECT {s}.channel($1::text)"),
+                Stmt::ScanState => format!(
+                    "SELECT id, kind, last_error FROM {s}.jobs
+                     WHERE queue = $1 AND state = $2 AND id >= $3 ORDER BY id LIMIT $4"
+                ),
+                Stmt::Rows => format!(
+                    "SELECT {INFO} FROM {s}.jobs
+                     WHERE queue = $1 AND id = ANY($2::bigint[]) AND state = $3 ORDER BY id"
+                ),
+                Stmt::One => format!("SELECT {INFO} FROM {s}.jobs WHERE queue = $1 AND id = $2"),
+                Stmt::OldestDue => {
+                    format!("SELECT min(due_us) FROM {s}.jobs WHERE queue = $1 AND state = 0")
+                }
+                Stmt::Kinds => format!(
+                    "SELECT kind, state, count(*) FROM {s}.jobs WHERE queue = $1 GROUP BY kind, state"
+                ),
+                Stmt::CancelIn => format!(
+                    "DELETE FROM {s}.jobs WHERE queue = $1 AND id = ANY($2::bigint[])
+                     AND state = ANY($3::smallint[]) RETURNING id"
+                ),
+                Stmt::Exists => format!("SELECT EXISTS (SELECT 1 FROM {s}.jobs WHERE queue = $1)"),
+                Stmt::Throughput => format!(
+                    "SELECT minute, kind, sum(processed)::bigint, sum(failed)::bigint FROM {s}.throughput
+                     WHERE queue = $1 AND minute >= $2 GROUP BY minute, kind ORDER BY minute, kind"
+                ),
+            }
+        };
+        Sql { texts: ALL.iter().map(|&stmt| text(stmt)).collect() }
+    }
+
+    pub(crate) fn text(&self, stmt: Stmt) -> &str {
+        &self.texts[stmt as usize]
+    }
+}
