@@ -12,11 +12,16 @@
 //! - **Lag**: the oldest due item in the index has waited longer than [`LAG`]
 //!   while the consumers take. One blocking send in [`INGRESS_SAMPLE`] (by key)
 //!   reads `index_head` and the clock after its push (`dequeue::lagging`) and
-//!   shuts the gate ([`Admission::sample`]) if the consumers took items since
-//!   the previous sample: consumers that are absent, or busy elsewhere (a
-//!   thread that sends a burst, then receives it), are not behind, and
-//!   producers that send while nobody receives must not pause. A round that
-//!   moves items due less than [`LAG`] ago opens it; no round shuts it. This early signal — the age of what waits in the index, read at
+//!   shuts the gate ([`Admission::lagging`]) if the consumers took items since
+//!   the last sample that found the queue lagging: consumers that are absent
+//!   are not behind, and producers that send while nobody receives must not
+//!   pause. Each round shuts or opens it by the age of the oldest item it
+//!   moved. A send on the thread that performed the last dequeue round does
+//!   not wait for Lag ([`Admission::lag_waits`]): that thread is a consumer
+//!   (a thread that sends a burst and then receives it finds its own items
+//!   old in its round; criterion's `pair_batch` paused 1 ms a burst, 2.5 µs
+//!   per send+recv instead of 0.2), and pausing it only delays the takes the
+//!   gate waits for. This early signal — the age of what waits in the index, read at
 //!   the producers' pace — is what keeps unthrottled producers from building
 //!   the backlog; the lateness of what consumers take came too late
 //!   (`docs/bench/README.md`, twelfth round).
@@ -119,8 +124,18 @@ pub(crate) struct Admission {
     waiters: Waiters,
     /// `MAX_WAIT`, except in tests.
     max_wait: Duration,
-    /// The egress's taken counter at the last sampling send (`sample`).
+    /// The egress's taken counter at the last sampling send that found the
+    /// queue lagging (`lagging`).
     taken_seen: AtomicUsize,
+    /// The thread that performed the last dequeue round (`this_thread`).
+    last_round_by: AtomicUsize,
+}
+
+/// A number for the calling thread, distinct among live threads: the address
+/// of a thread-local byte.
+fn this_thread() -> usize {
+    std::thread_local!(static MARK: u8 = const { 0 });
+    MARK.with(|m| m as *const u8 as usize)
 }
 
 impl Default for Admission {
@@ -140,6 +155,7 @@ impl Admission {
             waiters: Waiters::default(),
             max_wait,
             taken_seen: AtomicUsize::new(0),
+            last_round_by: AtomicUsize::new(0),
         }
     }
 
@@ -155,33 +171,52 @@ impl Admission {
 
     /// A dequeue round on a system clock: `due_left` if it left due items in
     /// the index for want of egress room; `lag` how long the oldest item it
-    /// moved had been due. A round opens the gate for [`Reason::Lag`] when
-    /// that lag is under [`LAG`], but never shuts it: a thread that sends a
-    /// burst and then receives it finds its own items old, and is not a
-    /// consumer that fell behind (the sampling sends shut it, `sample`).
+    /// moved (or found due) had been due. Records the calling thread as the
+    /// last to perform a round (`lag_waits`).
     pub(crate) fn after_round(&self, due_left: bool, lag: Duration) {
+        let me = this_thread();
+        // Relaxed: a hint for `lag_waits`; the load first keeps a line that
+        // one consumer keeps rewriting from being dirtied.
+        if self.last_round_by.load(Ordering::Relaxed) != me {
+            self.last_round_by.store(me, Ordering::Relaxed);
+        }
         if due_left {
             self.shut(Reason::Egress);
         } else {
             self.open(Reason::Egress);
         }
-        if lag <= LAG {
-            self.open(Reason::Lag);
+        self.set(Reason::Lag, lag > LAG);
+    }
+
+    fn set(&self, why: Reason, shut: bool) {
+        if shut {
+            self.shut(why);
+        } else {
+            self.open(why);
         }
     }
 
-    /// A sampling send's look at the consumers' progress (`taken`: the
-    /// egress's taken counter) and at the queue's lag (`lagging`: the oldest
-    /// due item older than [`LAG`], `dequeue::lagging`): shuts the gate for
-    /// [`Reason::Lag`] if the queue lags although the consumers took items
-    /// since the previous sampling send. Consumers that are absent, or busy
-    /// elsewhere — a thread that sends a burst and then receives it — are not
-    /// behind: producers that send while nobody receives must not pause.
-    pub(crate) fn sample(&self, taken: usize, lagging: impl FnOnce() -> bool) {
+    /// A sampling send found the oldest due item older than [`LAG`]
+    /// (`dequeue::lagging`): shuts the gate for [`Reason::Lag`] if the
+    /// consumers took items since the last such look (`taken`: the egress's
+    /// taken counter). Consumers that are absent are not behind: producers
+    /// that send while nobody receives must not pause.
+    pub(crate) fn lagging(&self, taken: usize) {
         // Relaxed: a hint; a stale value costs one look's decision.
-        if self.taken_seen.swap(taken, Ordering::Relaxed) != taken && lagging() {
+        if self.taken_seen.swap(taken, Ordering::Relaxed) != taken {
             self.shut(Reason::Lag);
         }
+    }
+
+    /// Whether a send that found the gate shut should wait: not if
+    /// [`Reason::Lag`] alone shuts it and the calling thread performed the
+    /// last dequeue round. That thread is a consumer (it sent a burst and
+    /// receives it itself, or it is a stage that takes and re-sends), and its
+    /// pause would only delay the takes the gate waits for.
+    pub(crate) fn lag_waits(&self) -> bool {
+        // Relaxed: hints, as `is_shut`.
+        self.shut.load(Ordering::Relaxed) != Reason::Lag as usize
+            || self.last_round_by.load(Ordering::Relaxed) != this_thread()
     }
 
     /// Whether a blocking send should wait (the hot path: one load).
@@ -363,6 +398,22 @@ pub(crate) mod tests {
             assert!(waited < Duration::from_secs(30), "a waiter missed the opening: {waited:?}");
         }
         assert_eq!(a.waiters.len(), 0);
+    }
+
+    #[test]
+    fn the_thread_that_performed_the_last_round_does_not_wait_for_lag() {
+        let a = Arc::new(Admission::default());
+        a.after_round(false, LAG * 2);
+        assert!(a.is_shut());
+        assert!(!a.lag_waits(), "the round's performer is a consumer: no pause for Lag");
+        let other = Arc::clone(&a);
+        assert!(std::thread::spawn(move || other.lag_waits()).join().unwrap(), "a producer waits");
+        a.shut(Reason::Ingress);
+        assert!(a.lag_waits(), "another reason holds it shut: the performer waits too");
+        a.open(Reason::Ingress);
+        let other = Arc::clone(&a);
+        std::thread::spawn(move || other.after_round(false, LAG * 2)).join().unwrap();
+        assert!(a.lag_waits(), "another thread performed the last round");
     }
 
     #[test]

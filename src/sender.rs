@@ -101,8 +101,9 @@ fn attempt_send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<
 /// (`admission.rs`): one send in `INGRESS_SAMPLE` reads the ingress depth and
 /// the age of the oldest due item in the index, and shuts the gate when
 /// commands pile up in front of the enqueue role, or when due items wait too
-/// long while consumers take (`Admission::sample`); a send
-/// that finds the gate shut waits there (at most `MAX_WAIT`, and never past
+/// long while consumers take (`Admission::lagging`); a send
+/// that finds the gate shut (for Lag alone: on a thread that did not perform
+/// the last dequeue round, `Admission::lag_waits`) waits there (at most `MAX_WAIT`, and never past
 /// `until`) before it returns, so the pause slows its caller's next send and not
 /// the item just sent. Costs one load while the gate is open.
 fn pace<T>(s: &Shared<T>, key: u64, until: Option<Instant>) {
@@ -111,9 +112,11 @@ fn pace<T>(s: &Shared<T>, key: u64, until: Option<Instant>) {
         if s.ingress.len() > INGRESS_DEEP {
             gate.shut(Reason::Ingress);
         }
-        gate.sample(s.egress.taken_so_far(), || crate::dequeue::lagging(s));
+        if crate::dequeue::lagging(s) {
+            gate.lagging(s.egress.taken_so_far());
+        }
     }
-    if gate.is_shut() {
+    if gate.is_shut() && gate.lag_waits() {
         let start = s.metrics.recording().then(Instant::now);
         gate.wait(&s.clock, until, || s.counter.is_closed(), || s.egress.taken_so_far());
         if let Some(start) = start {
