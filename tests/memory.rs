@@ -53,11 +53,14 @@ fn a_drained_burst_gives_its_memory_back() {
 /// A queue swinging 100 times between empty and a working set of 100,000
 /// items, within the index's memory windows (`tidy.rs`: a need is the largest
 /// size of two windows of 200 ms), keeps its big buffers (64 KiB or more: the
-/// key table's pages, node buffers): 61 in the first swing, 3.0 a swing after
-/// warm-up (release build, 2026-11-28; 2.6 with the earlier rule, which
-/// trimmed only an index empty for 1 s). Before any hysteresis (16 spare
-/// pages, the ready heap shrunk past 64 KiB) it was 55 and 19.4; trimming the
-/// index at every swing made it 28 and more.
+/// key table's pages, node buffers): 59 in the first swing, 1.9-2.7 a swing
+/// after warm-up, and about 105 allocations of any size (release build,
+/// 2026-11-28; in the same session the design before, which trimmed only an
+/// index empty for 1 s, 1.9-2.6 and about 1,300). The ready heap and the
+/// wheel's scratch buffer keep their room between windows (they shrank
+/// themselves at every drain: 3.0-3.4 a swing). Before any hysteresis (16
+/// spare pages, the ready heap shrunk past 64 KiB) it was 55 and 19.4;
+/// trimming the index at every swing made it 28 and more.
 #[test]
 fn swings_around_a_working_set_keep_their_buffers() {
     let _g = TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());

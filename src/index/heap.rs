@@ -40,7 +40,6 @@ impl NodeHeap {
             self.nodes[0] = last;
             self.sift_down(0);
         }
-        self.maybe_shrink();
         Some(top)
     }
 
@@ -66,16 +65,6 @@ impl NodeHeap {
         self.nodes = nodes;
         for i in (0..self.nodes.len()).rev() {
             self.sift_down(i);
-        }
-    }
-
-    /// Returns the memory of a drained backlog while the queue stays busy
-    /// (an idle index is trimmed whole, `Index::trim`); below 1 MiB of nodes
-    /// it keeps its buffer, so that swings around a working set do not free
-    /// and grow it again each time.
-    fn maybe_shrink(&mut self) {
-        if self.nodes.capacity() > 65_536 && self.nodes.len() < self.nodes.capacity() / 4 {
-            self.nodes.shrink_to(self.nodes.len() * 2);
         }
     }
 
@@ -203,7 +192,9 @@ impl<T> HeapIndex<T> {
             self.trim();
             return;
         }
-        self.heap.shrink_beyond(need.max(crate::tidy::FLOOR));
+        // Twice the need: a working set that swings keeps the room it grows
+        // to (`tidy.rs`).
+        self.heap.shrink_beyond(2 * need.max(crate::tidy::FLOOR));
         self.entries.release_beyond(need);
     }
 

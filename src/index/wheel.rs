@@ -184,8 +184,9 @@ impl<T> WheelIndex<T> {
     }
 
     /// Gives back what the buffers hold beyond room for `need` items: the
-    /// slots' buffers beyond twice their nodes and the scratch buffer, once
-    /// the need is small (`tidy::FLOOR` or less: the slots a working set
+    /// ready heap's room beyond twice the need (and its nodes); the slots'
+    /// buffers beyond twice their nodes and the scratch buffer, once the need
+    /// is small (`tidy::FLOOR` or less: the slots a working set
     /// fills move with the wheel's rotation, so a large one keeps them all);
     /// the key table's spare pages beyond those `need` entries would fill
     /// (`tidy.rs`); everything, with no item held and none needed.
@@ -204,9 +205,9 @@ impl<T> WheelIndex<T> {
                 }
             }
             self.scratch = Vec::new();
-            self.ready.shrink_beyond(0);
             self.never.shrink_to(2 * self.never.len());
         }
+        self.ready.shrink_beyond(2 * need);
         self.entries.release_beyond(need);
     }
 
@@ -330,13 +331,10 @@ impl<T> WheelIndex<T> {
                 self.nodes -= 1;
             }
         }
-        // Keep a modest buffer for the next slot (a burst's larger ones go
-        // back at once; the rest after the burst, `index::tidy`). Opened
-        // slots keep the buffer they are handed, so this bounds what a busy
-        // index keeps between two looks: 64 KiB a slot.
-        if nodes.capacity() > 4096 {
-            nodes = Vec::new();
-        }
+        // Keep the buffer for the next slot, whatever its size: a working set
+        // that swings refills slots of the same size, and the occupancy rule
+        // gives it back once the index's need is small (`tidy.rs`,
+        // `release_beyond`).
         self.scratch = nodes;
     }
 
