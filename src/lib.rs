@@ -80,7 +80,9 @@
 //!   blocking sends pause at a gate, at most 1 ms each, so that unthrottled
 //!   producers cannot build a backlog behind the deadlines. A send pauses
 //!   after it has handed its item over, so the pause slows the caller's next
-//!   send, not the item just sent. The gate is no capacity (a consumer that
+//!   send, not the item just sent. A thread that performed the last dequeue
+//!   round is a consumer and does not pause for the lag (a thread that sends
+//!   a burst and then receives it). The gate is no capacity (a consumer that
 //!   never comes costs a send one pause, not a hang), `try_send_*` and the
 //!   async sends pass it, and a [`MockClock`] queue never shuts it
 //!   (`admission.rs`).
