@@ -6,6 +6,7 @@
 //! cargo run --release -p delayq-durable --example durable_bench -- engine  # redb alone: append vs delete-at-head
 //! cargo run --release -p delayq-durable --example durable_bench -- queue --repeats 3 --jobs 20000
 //! cargo run --release -p delayq-durable --features redis --example durable_bench -- compare  # against Redis
+//! cargo run --release -p delayq-durable --features redis,postgres --example durable_bench -- backends --jobs 40000  # redb, Redis, PostgreSQL
 //! cargo run --release -p delayq-durable --example durable_bench -- worker --repeats 3  # the runtime vs a hand loop
 //! cargo run --release -p delayq-durable --features redis-async --example durable_bench -- async --repeats 3
 //! ```
@@ -28,6 +29,17 @@
 //! the end-to-end workloads and a paced lateness run on both backends,
 //! interleaved.
 //!
+//! `backends` (features `redis` and `postgres`; needs `redis-server` on the
+//! PATH and PostgreSQL under `/usr/lib/postgresql/*/bin`; not part of
+//! `all`) runs the end-to-end workloads (16 producers, 16 consumers, per job
+//! and in batches of 64) and the paced lateness run on the three backends,
+//! interleaved, each with fsync on every commit: redb (`Durability::
+//! Immediate`), a private `redis-server` (AOF, `appendfsync always`) and a
+//! private PostgreSQL (`initdb`'d, `fsync = on`, `synchronous_commit = on`),
+//! both on free loopback ports. Commits per 1,000 jobs: redb's durable
+//! commits; PostgreSQL's committed transactions (`pg_stat_database`) and WAL
+//! fsyncs (`pg_stat_wal.wal_sync`); Redis does not count its AOF fsyncs.
+//!
 //! `queue` measures, with fsync on every commit (`Durability::Immediate`):
 //! one sender (one fsync per job, the baseline), 16 concurrent senders (group
 //! commit), 16 senders with `send_many`, and end to end — 16 producers and 16
@@ -44,6 +56,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use delayq_durable::{DurableQueue, Event, JobQueue, Worker};
 
+#[cfg(feature = "postgres")]
+#[path = "../tests/pg_server/mod.rs"]
+mod pg_server;
 #[cfg(feature = "redis")]
 #[path = "../tests/redis_server/mod.rs"]
 mod redis_server;
@@ -65,9 +80,11 @@ fn args() -> Args {
         match arg.as_str() {
             "--repeats" => a.repeats = it.next().and_then(|v| v.parse().ok()).expect("--repeats N"),
             "--jobs" => a.jobs = it.next().and_then(|v| v.parse().ok()).expect("--jobs N"),
-            "engine" | "queue" | "compare" | "worker" | "async" | "all" => a.what = arg,
+            "engine" | "queue" | "compare" | "backends" | "worker" | "async" | "all" => a.what = arg,
             "--help" | "-h" => {
-                println!("durable_bench [engine|queue|compare|worker|async|all] [--repeats N] [--jobs N]");
+                println!(
+                    "durable_bench [engine|queue|compare|backends|worker|async|all] [--repeats N] [--jobs N]"
+                );
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other:?} (try --help)"),
@@ -607,6 +624,94 @@ fn sync_vs_async(repeats: usize, jobs: u64) {
     }
 }
 
+/// The server's counters of committed transactions and WAL fsyncs.
+#[cfg(all(feature = "redis", feature = "postgres"))]
+fn pg_counters(url: &str) -> (u64, u64) {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let commits: i64 = c
+        .query_one("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()", &[])
+        .unwrap()
+        .get(0);
+    let syncs: i64 = c.query_one("SELECT wal_sync FROM pg_stat_wal", &[]).unwrap().get(0);
+    (commits as u64, syncs as u64)
+}
+
+/// redb, Redis and PostgreSQL in one run, interleaved (see the file's doc).
+#[cfg(all(feature = "redis", feature = "postgres"))]
+fn backends(repeats: usize, jobs: u64) {
+    let redis = redis_server::RedisServer::start("bench3");
+    let pg = pg_server::PgServer::start("bench3");
+    let pg_version = {
+        let mut c = postgres::Client::connect(&pg.url(), postgres::NoTls).unwrap();
+        c.query_one("SHOW server_version", &[]).unwrap().get::<_, String>(0)
+    };
+    let tag = |t: &str, r: usize| format!("bench-{t}{r}-{}", std::process::id());
+    let redis_q = |t: &str, r: usize| delayq_durable::RedisQueue::connect(&redis.url(), &tag(t, r)).unwrap();
+    let pg_q = |t: &str, r: usize| delayq_durable::PgQueue::connect(&pg.url(), &tag(t, r)).unwrap();
+    println!(
+        "## redb vs Redis {} (AOF, appendfsync always) vs PostgreSQL {pg_version} (fsync on), same run",
+        redis_version()
+    );
+    println!("(jobs/s sent + reserved + acked, 16 producers + 16 consumers, {jobs} jobs per job-at-a-time run, {} in batches; min / median / max of {repeats}; commits / WAL fsyncs per 1,000 jobs, median)", jobs * 4);
+    let names = [
+        "redb, per job",
+        "redis, per job",
+        "postgres, per job",
+        "redb, batches of 64",
+        "redis, batches of 64",
+        "postgres, batches of 64",
+    ];
+    let mut e2e: Vec<Vec<f64>> = names.iter().map(|_| Vec::new()).collect();
+    // Per row: (commits, fsyncs) per 1,000 jobs, per repeat.
+    let mut per_k: Vec<Vec<(f64, f64)>> = names.iter().map(|_| Vec::new()).collect();
+    let mut lateness: Vec<(&str, Vec<Lateness>)> =
+        vec![("redb", Vec::new()), ("redis", Vec::new()), ("postgres", Vec::new())];
+    for r in 0..repeats {
+        for (row, batch, n) in [(0, 1, jobs), (3, 64, jobs * 4)] {
+            let run = end_to_end(16, n, batch);
+            e2e[row].push(run.jobs_per_s);
+            per_k[row].push((run.fsyncs_per_1000, run.fsyncs_per_1000));
+            e2e[row + 1].push(end_to_end_on(redis_q(&format!("e{batch}"), r), 16, n, batch, || 0).jobs_per_s);
+            let (c0, s0) = pg_counters(&pg.url());
+            let run = end_to_end_on(pg_q(&format!("e{batch}"), r), 16, n, batch, || 0);
+            let (c1, s1) = pg_counters(&pg.url());
+            e2e[row + 2].push(run.jobs_per_s);
+            let k = n as f64 / 1000.0;
+            per_k[row + 2].push(((c1 - c0) as f64 / k, (s1 - s0) as f64 / k));
+        }
+        let (q, path) = fresh("paced");
+        lateness[0].1.push(paced(q, 1000, Duration::from_millis(20), 3));
+        let _ = std::fs::remove_file(path);
+        lateness[1].1.push(paced(redis_q("p", r), 1000, Duration::from_millis(20), 3));
+        lateness[2].1.push(paced(pg_q("p", r), 1000, Duration::from_millis(20), 3));
+        eprintln!("repeat {} done, load {}", r + 1, loadavg());
+    }
+    for ((name, xs), ks) in names.iter().zip(e2e).zip(per_k) {
+        let counts = if name.starts_with("redis") {
+            "(not counted)".to_string()
+        } else {
+            let med = |f: fn(&(f64, f64)) -> f64| {
+                let mut v: Vec<f64> = ks.iter().map(f).collect();
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                v[v.len() / 2]
+            };
+            if name.starts_with("redb") {
+                format!("{:.1} durable commits (each one fsync)", med(|k| k.0))
+            } else {
+                format!("{:.1} commits, {:.1} WAL fsyncs", med(|k| k.0), med(|k| k.1))
+            }
+        };
+        println!("  {name:<26} {}   per 1,000 jobs: {counts}", summary(xs));
+    }
+    println!("paced: 1,000 jobs/s for 3 s, each due 20 ms after its send, 4 consumers; lateness µs (reserve returned − the producer's deadline)");
+    println!("(per repeat: p50 / p99 / max, early)");
+    for (name, runs) in lateness {
+        let cells: Vec<String> =
+            runs.iter().map(|(p50, p99, max, early)| format!("{p50}/{p99}/{max}, {early}")).collect();
+        println!("  {name:<10} {}", cells.join("  |  "));
+    }
+}
+
 #[cfg(feature = "redis")]
 fn redis_version() -> String {
     let out = std::process::Command::new("redis-server")
@@ -640,6 +745,14 @@ fn main() {
     #[cfg(feature = "redis")]
     if a.what == "compare" || a.what == "all" {
         compare(a.repeats, a.jobs);
+    }
+    #[cfg(all(feature = "redis", feature = "postgres"))]
+    if a.what == "backends" {
+        backends(a.repeats, a.jobs);
+    }
+    #[cfg(not(all(feature = "redis", feature = "postgres")))]
+    if a.what == "backends" {
+        eprintln!("`backends` needs the redis and postgres features: --features redis,postgres");
     }
     #[cfg(feature = "async")]
     if a.what == "async" {
