@@ -11,7 +11,7 @@
 //! makes one change per batch.
 
 use std::fmt;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::error::DurableError;
 use crate::job::{JobId, Stats};
@@ -128,6 +128,25 @@ pub struct Throughput {
     pub failed: u64,
 }
 
+/// The backlog in one minute, sampled by the queue itself (whether or not
+/// anyone looks) at the minute's first reserve, before it takes anything:
+/// how many jobs were pending, and how late the oldest due job was (the one
+/// a reserve takes first). A minute in which nothing was reserved has no
+/// sample on the embedded file (its sample is written by the first commit
+/// of the minute that leases a job); on Redis and PostgreSQL a reserve that
+/// finds nothing due samples too (lateness zero).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Sample {
+    /// The minute's start (by the queue's clock: the server's for Redis and
+    /// PostgreSQL).
+    pub minute: SystemTime,
+    /// Pending jobs (due or not) at the sample.
+    pub pending: u64,
+    /// How long past its due time the oldest due job was at the sample
+    /// (zero: none was due).
+    pub lateness: Duration,
+}
+
 /// How many jobs of one kind are in each state.
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct KindCounts {
@@ -205,6 +224,12 @@ pub trait Inspect: Send + Sync {
         let _ = since;
         Ok(Vec::new())
     }
+    /// The backlog samples (one per minute, [`Sample`]) since `since`,
+    /// oldest first: kept 24 hours, written by the queue as it reserves (the
+    /// embedded writer in the minute's first commit that leases a job; the
+    /// Redis reserve script; PostgreSQL's reserve, at most once a minute per
+    /// handle), so they are there whether or not a dashboard was open.
+    fn samples(&self, since: SystemTime) -> Result<Vec<Sample>, DurableError>;
     /// Deletes the job only if it is in one of `states`, in one atomic
     /// change: `Ok(false)` if there is no such job or it is in another
     /// state (so a job leased meanwhile is not deleted by a command that
@@ -273,6 +298,10 @@ impl Inspect for DurableQueue {
         self.read(|txn, path| listing::throughput(txn, path, since))
     }
 
+    fn samples(&self, since: SystemTime) -> Result<Vec<Sample>, DurableError> {
+        self.read(|txn, path| listing::samples(txn, path, since))
+    }
+
     fn cancel_many_in(&self, ids: &[JobId], states: &[JobState]) -> Result<Vec<bool>, DurableError> {
         DurableQueue::cancel_many_in(self, ids, mask(states))
     }
@@ -316,6 +345,10 @@ impl Inspect for crate::redis_queue::RedisQueue {
 
     fn throughput(&self, since: SystemTime) -> Result<Vec<Throughput>, DurableError> {
         self.inspect_throughput(since)
+    }
+
+    fn samples(&self, since: SystemTime) -> Result<Vec<Sample>, DurableError> {
+        self.inspect_samples(since)
     }
 
     fn cancel_many_in(&self, ids: &[JobId], states: &[JobState]) -> Result<Vec<bool>, DurableError> {
@@ -371,6 +404,10 @@ impl Inspect for crate::pg_queue::PgQueue {
         self.inspect(|q| q.throughput(since))
     }
 
+    fn samples(&self, since: SystemTime) -> Result<Vec<Sample>, DurableError> {
+        self.inspect(|q| q.samples(since))
+    }
+
     fn cancel_many_in(&self, ids: &[JobId], states: &[JobState]) -> Result<Vec<bool>, DurableError> {
         self.inspect(|q| q.cancel_in(ids, states))
     }
@@ -413,6 +450,9 @@ impl<Q: Inspect + ?Sized> Inspect for std::sync::Arc<Q> {
     }
     fn throughput(&self, since: SystemTime) -> Result<Vec<Throughput>, DurableError> {
         (**self).throughput(since)
+    }
+    fn samples(&self, since: SystemTime) -> Result<Vec<Sample>, DurableError> {
+        (**self).samples(since)
     }
     fn cancel_in(&self, id: JobId, states: &[JobState]) -> Result<bool, DurableError> {
         (**self).cancel_in(id, states)

@@ -127,7 +127,7 @@ pub use crate::async_queue::AsyncDurableQueue;
 pub use crate::builder::{Builder, Durability};
 pub use crate::contract::JobQueue;
 pub use crate::error::DurableError;
-pub use crate::inspect::{Filter, Inspect, JobInfo, JobState, KindCounts, Page, Throughput};
+pub use crate::inspect::{Filter, Inspect, JobInfo, JobState, KindCounts, Page, Sample, Throughput};
 pub use crate::job::{Job, JobId, Stats};
 #[cfg(feature = "serde")]
 pub use crate::kind::JobKind;

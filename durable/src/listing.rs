@@ -14,10 +14,10 @@ use std::path::Path;
 use redb::{ReadTransaction, ReadableTable};
 
 use crate::error::DurableError;
-use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Throughput};
+use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Sample, Throughput};
 use crate::job::{from_nanos, JobId};
 use crate::record::{Record, State};
-use crate::writer::{storage_error, JOBS, META, META_FORMAT, THROUGHPUT};
+use crate::writer::{storage_error, JOBS, META, META_FORMAT, SAMPLES, THROUGHPUT};
 
 /// At most this many records are read for one page of a filtered listing
 /// (then it returns what matched and where to go on).
@@ -198,6 +198,33 @@ pub(crate) fn throughput(
             kind: kind.to_string(),
             processed,
             failed,
+        });
+    }
+    Ok(out)
+}
+
+/// The backlog samples' minutes from `since` (a file without the table has
+/// none).
+pub(crate) fn samples(
+    txn: &ReadTransaction,
+    path: &Path,
+    since: std::time::SystemTime,
+) -> Result<Vec<Sample>, DurableError> {
+    let err = |e: redb::StorageError| storage_error(path, e.into(), "reading");
+    let table = match txn.open_table(SAMPLES) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(storage_error(path, e.into(), "reading")),
+    };
+    let from = since.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 60);
+    let mut out = Vec::new();
+    for entry in table.range(from..).map_err(err)? {
+        let (minute, value) = entry.map_err(err)?;
+        let (pending, late) = value.value();
+        out.push(Sample {
+            minute: std::time::UNIX_EPOCH + std::time::Duration::from_secs(minute.value() * 60),
+            pending,
+            lateness: std::time::Duration::from_nanos(late),
         });
     }
     Ok(out)

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
 
 use crate::error::DurableError;
-use crate::inspect::{Filter, Inspect, JobInfo, JobState, KindCounts, Page, Throughput};
+use crate::inspect::{Filter, Inspect, JobInfo, JobState, KindCounts, Page, Sample, Throughput};
 use crate::job::{to_nanos, JobId, Stats};
 use crate::listing;
 use crate::record::{Record, State};
@@ -269,6 +269,10 @@ impl Inspect for OfflineFile {
 
     fn throughput(&self, since: SystemTime) -> Result<Vec<Throughput>, DurableError> {
         self.read(|txn, path| listing::throughput(txn, path, since))
+    }
+
+    fn samples(&self, since: SystemTime) -> Result<Vec<Sample>, DurableError> {
+        self.read(|txn, path| listing::samples(txn, path, since))
     }
 
     fn cancel_many_in(&self, ids: &[JobId], states: &[JobState]) -> Result<Vec<bool>, DurableError> {

@@ -182,6 +182,7 @@ impl DurableQueue {
             expect: 0,
             last_commit: Duration::ZERO,
             metrics: crate::metrics::Metrics::new(&path.display().to_string()),
+            sampled: 0,
         };
         let handle = std::thread::Builder::new()
             .name("delayq-durable-writer".into())

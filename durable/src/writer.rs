@@ -57,6 +57,14 @@ pub(crate) const THROUGHPUT: TableDefinition<'_, (u64, &str), (u64, u64)> =
     TableDefinition::new("delayq_throughput");
 /// How many minutes of throughput a file keeps.
 pub(crate) const THROUGHPUT_KEPT: u64 = 24 * 60;
+/// The backlog, sampled once per minute: `minute since the epoch →
+/// (pending jobs, lateness in ns)`, taken by the minute's first commit that
+/// leases a job, before its leases: the pending count then, and how late
+/// the most overdue job it leases is (the core queue hands out due jobs
+/// oldest first, so that is the oldest due job's lateness). One row insert
+/// per minute; kept [`THROUGHPUT_KEPT`] minutes; a file without the table
+/// has none.
+pub(crate) const SAMPLES: TableDefinition<'_, u64, (u64, u64)> = TableDefinition::new("delayq_samples");
 pub(crate) const META_FORMAT: &str = "format";
 pub(crate) const META_NEXT_ID: &str = "next_id";
 pub(crate) const FORMAT: u64 = 1;
@@ -256,6 +264,8 @@ pub(crate) struct Writer {
     pub(crate) last_commit: Duration,
     /// What goes to the `metrics` facade (nothing without the feature).
     pub(crate) metrics: crate::metrics::Metrics,
+    /// The minute (since the epoch) of the last backlog sample committed.
+    pub(crate) sampled: u64,
 }
 
 impl Drop for Writer {
@@ -268,10 +278,11 @@ impl Drop for Writer {
     }
 }
 
-/// Per-state count changes of one batch, applied after its commit, and its
-/// expired leases acted on (for the metrics).
+/// Per-state count changes of one batch, applied after its commit, its
+/// expired leases acted on (for the metrics), its throughput, and the
+/// minute of the backlog sample it wrote.
 #[derive(Default)]
-struct Deltas([i64; 3], u64, Tally);
+struct Deltas([i64; 3], u64, Tally, Option<u64>);
 
 /// A batch's processed and failed jobs, by kind (its minute is the batch's).
 #[derive(Default)]
@@ -450,6 +461,9 @@ impl Writer {
         match applied {
             Ok((outcomes, acts, deltas, next_id)) => {
                 self.next_id = next_id;
+                if let Some(minute) = deltas.3 {
+                    self.sampled = minute;
+                }
                 add(&self.counters.pending, deltas.0[State::Pending as usize]);
                 add(&self.counters.leased, deltas.0[State::Leased as usize]);
                 add(&self.counters.dead, deltas.0[State::Dead as usize]);
@@ -613,6 +627,8 @@ impl Writer {
         let mut deltas = Deltas::default();
         let mut next_id = self.next_id;
         let now = now_nanos();
+        // How late the most overdue job this batch leases is (ns).
+        let mut late: Option<u64> = None;
         {
             let mut jobs =
                 txn.open_table(JOBS).map_err(|e| storage_error(&self.path, e.into(), "opening jobs"))?;
@@ -668,7 +684,8 @@ impl Writer {
                                     // wall clock: wait for the rest.
                                     acts.push(TimerAct::Arm { id, gen, due });
                                 }
-                                Some(_) if rec.gen == gen => {
+                                Some(due) if rec.gen == gen => {
+                                    late = late.max(Some(now.saturating_sub(due)));
                                     let from = rec.state;
                                     deltas.1 += u64::from(from == State::Leased); // an expired lease
                                     if from == State::Leased {
@@ -811,6 +828,14 @@ impl Writer {
                 tally(&txn, &deltas.2, now)
                     .map_err(|e| storage_error(&self.path, e, "counting throughput"))?;
             }
+            let minute = now / 60_000_000_000;
+            if let Some(late) = late.filter(|_| minute != self.sampled) {
+                // Relaxed: written by this (the writer) thread only.
+                let pending = self.counters.pending.load(Ordering::Relaxed);
+                sample(&txn, minute, pending, late)
+                    .map_err(|e| storage_error(&self.path, e, "sampling the backlog"))?;
+                deltas.3 = Some(minute);
+            }
             if next_id != self.next_id {
                 let mut meta =
                     txn.open_table(META).map_err(|e| storage_error(&self.path, e.into(), "opening meta"))?;
@@ -834,6 +859,20 @@ fn tally(txn: &redb::WriteTransaction, tally: &Tally, now: u64) -> Result<(), re
     let cutoff = minute.saturating_sub(THROUGHPUT_KEPT);
     if table.first()?.is_some_and(|(k, _)| k.value().0 < cutoff) {
         table.retain_in(..(cutoff, ""), |_, _| false)?;
+    }
+    Ok(())
+}
+
+/// Writes the backlog sample of `minute` unless the file has one (a reopen
+/// in the same minute), and drops the minutes past [`THROUGHPUT_KEPT`].
+fn sample(txn: &redb::WriteTransaction, minute: u64, pending: u64, late: u64) -> Result<(), redb::Error> {
+    let mut table = txn.open_table(SAMPLES)?;
+    if table.get(minute)?.is_none() {
+        table.insert(minute, (pending, late))?;
+    }
+    let cutoff = minute.saturating_sub(THROUGHPUT_KEPT);
+    if table.first()?.is_some_and(|(k, _)| k.value() < cutoff) {
+        table.retain_in(..cutoff, |_, _| false)?;
     }
     Ok(())
 }

@@ -468,3 +468,30 @@ fn a_dropped_listening_connection_delays_a_job_by_at_most_the_liveness_bound() {
         assert!(took < Duration::from_millis(300 + 4000), "took {took:?}: more than liveness + reconnect");
     });
 }
+
+#[test]
+fn a_reserve_samples_the_backlog_once_a_minute_for_any_later_handle_to_read() {
+    let Some(server) = shared() else { return };
+    let name = unique("samples");
+    let since = SystemTime::now() - Duration::from_secs(120);
+    {
+        let q = PgQueue::connect(&server.url(), &name).unwrap();
+        let past = SystemTime::now() - Duration::from_secs(5);
+        for _ in 0..3 {
+            q.send_at(b"due", past).unwrap();
+        }
+        q.send_after(b"later", Duration::from_secs(3600)).unwrap();
+        for _ in 0..2 {
+            let job = q.reserve(Duration::from_secs(30)).unwrap();
+            assert!(q.ack(&job).unwrap());
+        }
+    }
+    // No dashboard was open: the samples are the queue's own.
+    let q = PgQueue::connect(&server.url(), &name).unwrap();
+    let rows = delayq_durable::Inspect::samples(&q, since).unwrap();
+    // The two reserves fall in one minute, or in two.
+    assert!(!rows.is_empty() && rows.len() <= 2, "{rows:?}");
+    assert_eq!(rows[0].pending, 4, "the count before the minute's first reserve took anything: {rows:?}");
+    assert!(rows[0].lateness >= Duration::from_millis(4900), "the oldest due job was 5 s late: {rows:?}");
+    assert!(rows[0].lateness < Duration::from_secs(60), "{rows:?}");
+}

@@ -502,3 +502,30 @@ fn after_a_restart_without_persistence_a_stale_ack_never_deletes_a_job_leased_to
         server.restart();
     });
 }
+
+#[test]
+fn the_reserve_script_samples_the_backlog_for_any_later_handle_to_read() {
+    let Some(server) = shared() else { return };
+    let name = unique("samples");
+    let since = SystemTime::now() - Duration::from_secs(120);
+    {
+        let q = RedisQueue::connect(&server.url(), &name).unwrap();
+        let past = SystemTime::now() - Duration::from_secs(5);
+        for _ in 0..3 {
+            q.send_at(b"due", past).unwrap();
+        }
+        q.send_after(b"later", Duration::from_secs(3600)).unwrap();
+        for _ in 0..2 {
+            let job = q.reserve(Duration::from_secs(30)).unwrap();
+            assert!(q.ack(&job).unwrap());
+        }
+    }
+    // No dashboard was open: the samples are the queue's own.
+    let q = RedisQueue::connect(&server.url(), &name).unwrap();
+    let rows = delayq_durable::Inspect::samples(&q, since).unwrap();
+    // The two reserves fall in one minute, or in two.
+    assert!(!rows.is_empty() && rows.len() <= 2, "{rows:?}");
+    assert_eq!(rows[0].pending, 4, "the count before the minute's first reserve took anything: {rows:?}");
+    assert!(rows[0].lateness >= Duration::from_millis(4000), "the oldest due job was 5 s late: {rows:?}");
+    assert!(rows[0].lateness < Duration::from_secs(60), "{rows:?}");
+}

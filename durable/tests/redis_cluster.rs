@@ -12,7 +12,7 @@ mod redis_server;
 
 use std::sync::OnceLock;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use conformance::{ms, Opts};
 use delayq_durable::{DurableError, RedisQueue};
@@ -239,4 +239,31 @@ fn bad_cluster_arguments_get_clear_errors() {
         Err(DurableError::Redis(msg)) => assert!(!msg.is_empty()),
         other => panic!("an unreachable cluster: {other:?}"),
     }
+}
+
+#[test]
+fn the_reserve_script_samples_the_backlog_on_a_cluster_too() {
+    let Some(cluster) = shared() else { return };
+    let name = unique("samples");
+    let since = SystemTime::now() - Duration::from_secs(120);
+    {
+        let q = connect(cluster, &name);
+        let past = SystemTime::now() - Duration::from_secs(5);
+        for _ in 0..3 {
+            q.send_at(b"due", past).unwrap();
+        }
+        q.send_after(b"later", Duration::from_secs(3600)).unwrap();
+        for _ in 0..2 {
+            let job = q.reserve(Duration::from_secs(30)).unwrap();
+            assert!(q.ack(&job).unwrap());
+        }
+    }
+    // No dashboard was open: the samples are the queue's own.
+    let q = connect(cluster, &name);
+    let rows = delayq_durable::Inspect::samples(&q, since).unwrap();
+    // The two reserves fall in one minute, or in two.
+    assert!(!rows.is_empty() && rows.len() <= 2, "{rows:?}");
+    assert_eq!(rows[0].pending, 4, "the count before the minute's first reserve took anything: {rows:?}");
+    assert!(rows[0].lateness >= Duration::from_millis(4000), "the oldest due job was 5 s late: {rows:?}");
+    assert!(rows[0].lateness < Duration::from_secs(60), "{rows:?}");
 }

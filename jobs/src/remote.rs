@@ -10,11 +10,13 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, UNIX_EPOCH};
 
-use delayq_durable::{DurableError, Filter, Inspect, JobId, JobInfo, JobState, KindCounts, Page, Stats};
+use delayq_durable::{
+    DurableError, Filter, Inspect, JobId, JobInfo, JobState, KindCounts, Page, Sample, Stats,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::dashboard::api::{ApiDone, ApiIds, ApiJob, ApiKind, ApiPage, ApiStats};
+use crate::dashboard::api::{ApiDone, ApiIds, ApiJob, ApiKind, ApiPage, ApiSample, ApiStats};
 use crate::dashboard::url_encode;
 
 /// A queue behind a dashboard's JSON API.
@@ -183,6 +185,19 @@ impl Inspect for RemoteQueue {
         Ok(kinds
             .into_iter()
             .map(|k| KindCounts { kind: k.kind, pending: k.pending, leased: k.leased, dead: k.dead })
+            .collect())
+    }
+
+    fn samples(&self, since: std::time::SystemTime) -> Result<Vec<Sample>, DurableError> {
+        let minutes = std::time::SystemTime::now().duration_since(since).map_or(1, |d| d.as_secs() / 60 + 1);
+        let samples: Vec<ApiSample> = self.get(&format!("api/samples?minutes={}", minutes.min(24 * 60)))?;
+        Ok(samples
+            .into_iter()
+            .map(|s| Sample {
+                minute: time(s.minute_ns),
+                pending: s.pending,
+                lateness: std::time::Duration::from_nanos(s.lateness_ns),
+            })
             .collect())
     }
 

@@ -291,6 +291,7 @@ impl PgBuilder {
                 max_payload: self.max_payload,
                 tokens: AtomicU64::new(0),
                 token_keys: RandomState::new(),
+                sampled: AtomicU64::new(0),
             }),
         })
     }

@@ -14,7 +14,7 @@ use tokio::runtime::{Handle, Runtime};
 use super::pool::{call, Pool, Retry};
 use super::schema::{Sql, Stmt};
 use crate::error::DurableError;
-use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Throughput};
+use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Sample, Throughput};
 use crate::job::{from_nanos, Job, JobId, Stats, MAX_AHEAD};
 use crate::notifier::Notifier;
 
@@ -44,6 +44,9 @@ pub(crate) struct Inner {
     /// draws from the operating system's randomness.
     pub(crate) tokens: AtomicU64,
     pub(crate) token_keys: RandomState,
+    /// The minute (since the epoch, this machine's clock) of the last
+    /// backlog sample statement: at most one a minute per opened queue.
+    pub(crate) sampled: AtomicU64,
 }
 
 impl Drop for Inner {
@@ -186,7 +189,17 @@ impl Inner {
         let max = max.clamp(1, MAX_RESERVE);
         let tokens: Vec<i64> = (0..max).map(|_| self.token()).collect();
         let lim = max as i32;
+        let minute = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 60);
+        // Relaxed: the swap alone picks the one reserve of the minute that
+        // samples; it orders no other memory.
+        let mut sample = self.sampled.swap(minute, Ordering::Relaxed) != minute;
         call!(self.pool, "reserving", Retry::Safe, |conn| {
+            if std::mem::take(&mut sample) {
+                // The minute's backlog sample, before this reserve takes
+                // anything. A failure loses the sample, not the reserve.
+                let st = conn.stmt(&self.sql, Stmt::Sample).await?;
+                let _ = conn.client.execute(&st, &[&self.name]).await;
+            }
             let st = conn.stmt(&self.sql, Stmt::Reserve).await?;
             let rows = conn.client.query(&st, &[&self.name, &lim, &lease_us, &tokens]).await?;
             let mut out = Reserved { jobs: Vec::with_capacity(rows.len()), server_now: 0, next: None };
@@ -450,6 +463,24 @@ impl Inner {
                     kind: r.get(1),
                     processed: r.get::<_, i64>(2).max(0) as u64,
                     failed: r.get::<_, i64>(3).max(0) as u64,
+                })
+                .collect())
+        })
+    }
+
+    /// The backlog samples since `since`.
+    pub(crate) async fn samples(&self, since: SystemTime) -> Result<Vec<Sample>, DurableError> {
+        let from = since.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 60) as i64;
+        call!(self.pool, "reading the backlog samples", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::Samples).await?;
+            let rows = conn.client.query(&st, &[&self.name, &from]).await?;
+            Ok(rows
+                .iter()
+                .map(|r| Sample {
+                    minute: std::time::UNIX_EPOCH
+                        + Duration::from_secs(u64::try_from(r.get::<_, i64>(0)).unwrap_or(0) * 60),
+                    pending: r.get::<_, i64>(1).max(0) as u64,
+                    lateness: Duration::from_micros(r.get::<_, i64>(2).max(0) as u64),
                 })
                 .collect())
         })

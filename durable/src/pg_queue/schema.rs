@@ -80,6 +80,18 @@ BEGIN
 END
 $$;
 
+-- The backlog, sampled once a minute per queue for the dashboard: the
+-- pending count and how late the oldest due pending job was (0: none due),
+-- written by the first reserve of a minute among a process's handles that
+-- finds no sample of that minute yet; kept 24 hours.
+CREATE TABLE {s}.samples (
+    queue text NOT NULL,
+    minute bigint NOT NULL,
+    pending bigint NOT NULL,
+    late_us bigint NOT NULL,
+    PRIMARY KEY (queue, minute)
+);
+
 -- The channel a queue's wake-ups go on: an identifier of at most 63 bytes
 -- whatever the names' lengths.
 CREATE FUNCTION {s}.channel(q text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
@@ -284,10 +296,12 @@ pub(crate) enum Stmt {
     CancelIn,
     Exists,
     Throughput,
+    Sample,
+    Samples,
 }
 
 /// Every statement, in [`Stmt`] order.
-const ALL: [Stmt; 21] = [
+const ALL: [Stmt; 23] = [
     Stmt::Send,
     Stmt::Reserve,
     Stmt::Ack,
@@ -309,6 +323,8 @@ const ALL: [Stmt; 21] = [
     Stmt::CancelIn,
     Stmt::Exists,
     Stmt::Throughput,
+    Stmt::Sample,
+    Stmt::Samples,
 ];
 
 /// The columns a listing reads, in [`JobInfo`](crate::JobInfo) order.
@@ -385,6 +401,25 @@ impl Sql {
                 Stmt::Throughput => format!(
                     "SELECT minute, kind, sum(processed)::bigint, sum(failed)::bigint FROM {s}.throughput
                      WHERE queue = $1 AND minute >= $2 GROUP BY minute, kind ORDER BY minute, kind"
+                ),
+                // Counts the pending jobs only when the minute has no sample
+                // yet (the target list is evaluated for the rows kept).
+                Stmt::Sample => format!(
+                    "WITH m AS (SELECT us, us / 60000000 AS minute FROM {s}.now_us() AS us),
+                          old AS (DELETE FROM {s}.samples
+                                  WHERE queue = $1 AND minute < (SELECT minute FROM m) - 1440)
+                     INSERT INTO {s}.samples (queue, minute, pending, late_us)
+                     SELECT $1, m.minute,
+                            (SELECT count(*) FROM {s}.jobs j WHERE j.queue = $1 AND j.state = 0),
+                            coalesce(m.us - (SELECT min(j.due_us) FROM {s}.jobs j
+                                             WHERE j.queue = $1 AND j.state = 0 AND j.due_us <= m.us), 0)
+                     FROM m
+                     WHERE NOT EXISTS (SELECT 1 FROM {s}.samples x WHERE x.queue = $1 AND x.minute = m.minute)
+                     ON CONFLICT (queue, minute) DO NOTHING"
+                ),
+                Stmt::Samples => format!(
+                    "SELECT minute, pending, late_us FROM {s}.samples
+                     WHERE queue = $1 AND minute >= $2 ORDER BY minute"
                 ),
             }
         };

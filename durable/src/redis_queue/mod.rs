@@ -24,7 +24,7 @@ use redis::{FromRedisValue, ScriptInvocation, Value};
 
 use crate::contract::JobQueue;
 use crate::error::DurableError;
-use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Throughput};
+use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Sample, Throughput};
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
 use crate::stop::StopSignal;
 
@@ -1130,6 +1130,30 @@ impl RedisQueue {
                 failed,
             })
             .collect())
+    }
+
+    /// The inspection API's backlog samples (`inspect.rs`): the minutes
+    /// from `since` to the server's now (at most the last 24 hours), one
+    /// script.
+    pub(crate) fn inspect_samples(&self, since: SystemTime) -> Result<Vec<Sample>, DurableError> {
+        let clock = self.clock();
+        let back = SystemTime::now().duration_since(since).map_or(0, |d| d.as_secs() / 60);
+        let mut inv = self.invocation(Name::Samples);
+        inv.arg(back.min(24 * 60) + 1);
+        let reply: Value = self.run("reading the backlog samples", Name::Samples, &inv)?;
+        let mut out = Vec::new();
+        let mut items = array(reply)?.into_iter();
+        while let (Some(minute), Some(value)) = (items.next(), items.next()) {
+            let value = text(value);
+            let mut parts = value.split(' ').map(|n| n.parse::<u64>().ok());
+            let (Some(Some(pending)), Some(Some(late))) = (parts.next(), parts.next()) else { continue };
+            out.push(Sample {
+                minute: crate::job::from_nanos(clock.client_ns(int(&minute)? * 60_000_000)),
+                pending,
+                lateness: Duration::from_micros(late),
+            });
+        }
+        Ok(out)
     }
 
     /// Whether a job was ever sent to this queue (its id counter exists): a

@@ -13,6 +13,7 @@
 //! | `leased` | zset | leased jobs by lease end |
 //! | `dead` | zset | dead jobs by time of death |
 //! | `tp:<minute>` | hash | jobs processed (`ok:<kind>`) and failed (`fail:<kind>`: an attempt nacked, killed or whose lease ran out) in that minute (µs / 60,000,000, server clock); kept 25 h |
+//! | `bl:<minute>` | string | the backlog sample of that minute, `"<pending> <lateness µs>"`: the pending count and how late the oldest due job was, written by the minute's first reserve before it takes anything; kept 25 h |
 //! | `r:<nonce>` | string | the result of a change, kept for the nonce TTL (the client's retry window plus a margin: 30 s by default), so a call retried after a lost reply is not applied twice |
 //! | channel `wake` | pub/sub | the due time of every job made pending (send, nack, requeue) |
 //!
@@ -133,6 +134,15 @@ for _, id in ipairs(expired) do
     tally(f[4], 'fail')
     ended = ended + 1
   end
+end
+-- The minute's backlog sample, if this is its first reserve: one EXISTS a
+-- reserve, the rest once a minute.
+local bl = p .. 'bl:' .. math.floor(now / 60000000)
+if redis.call('EXISTS', bl) == 0 then
+  local first = redis.call('ZRANGE', p .. 'pending', 0, 0, 'WITHSCORES')
+  local late = 0
+  if first[2] and tonumber(first[2]) < now then late = now - tonumber(first[2]) end
+  redis.call('SET', bl, redis.call('ZCARD', p .. 'pending') .. ' ' .. string.format('%d', late), 'EX', 90000)
 end
 local due = redis.call('ZRANGEBYSCORE', p .. 'pending', '-inf', now, 'LIMIT', 0, max)
 local out = {now, 0}
@@ -478,6 +488,23 @@ end
 return out
 "#;
 
+/// The backlog samples' read: ARGV how many minutes, up to the server's
+/// current one (the client asks for at most 1,441). Returns `{minute,
+/// sample, …}` (minutes since the epoch; the `bl:` string) for the minutes
+/// that have one. Changes nothing.
+const SAMPLES: &str = r#"
+local out = {}
+local last = math.floor(now / 60000000)
+for m = last - tonumber(ARGV[1]) + 1, last do
+  local v = redis.call('GET', p .. 'bl:' .. m)
+  if v then
+    table.insert(out, m)
+    table.insert(out, v)
+  end
+end
+return out
+"#;
+
 /// Which script: its label on the latency histogram
 /// (`delayq_durable_redis_script_seconds{script}`), and its slot in
 /// [`Scripts::get`].
@@ -499,12 +526,13 @@ pub(crate) enum Name {
     RequeueMany,
     Kinds,
     Throughput,
+    Samples,
 }
 
 impl Name {
     /// Every script, in `as usize` order.
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) const ALL: [Name; 16] = [
+    pub(crate) const ALL: [Name; 17] = [
         Name::Send,
         Name::Reserve,
         Name::Ack,
@@ -521,6 +549,7 @@ impl Name {
         Name::RequeueMany,
         Name::Kinds,
         Name::Throughput,
+        Name::Samples,
     ];
 
     /// The `script` label.
@@ -543,6 +572,7 @@ impl Name {
             Name::RequeueMany => "requeue_many",
             Name::Kinds => "kinds",
             Name::Throughput => "throughput",
+            Name::Samples => "samples",
         }
     }
 }
@@ -566,6 +596,7 @@ pub(crate) struct Scripts {
     pub(crate) requeue_many: redis::Script,
     pub(crate) kinds: redis::Script,
     pub(crate) throughput: redis::Script,
+    pub(crate) samples: redis::Script,
 }
 
 impl Scripts {
@@ -588,6 +619,7 @@ impl Scripts {
             requeue_many: s(REQUEUE_MANY),
             kinds: s(KINDS),
             throughput: s(THROUGHPUT),
+            samples: s(SAMPLES),
         }
     }
 
@@ -610,6 +642,7 @@ impl Scripts {
             Name::RequeueMany => &self.requeue_many,
             Name::Kinds => &self.kinds,
             Name::Throughput => &self.throughput,
+            Name::Samples => &self.samples,
         }
     }
 }

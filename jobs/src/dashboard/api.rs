@@ -12,6 +12,7 @@
 //! | `GET api/jobs/ID` | one job (404 if none) |
 //! | `GET api/kinds` | counts by state per kind |
 //! | `GET api/throughput?minutes=180` | jobs processed and failed per minute, and per kind over the last hour |
+//! | `GET api/samples?minutes=180` | the backlog per minute, as the queue sampled it: pending jobs and how late the oldest due job was |
 //! | `POST api/requeue` `{"ids":[…]}` | dead jobs back to pending, due now: a flag per id |
 //! | `POST api/delete` `{"ids":[…],"states":["dead"]}` | jobs deleted only in those states: a flag per id |
 //! | `POST api/bulk` `{"action":"requeue"\|"delete","state":"dead","kind":K,"error":T,"ids":[…],"confirm":false}` | without `confirm`, what it would do; with it, done, and a sentence saying what changed |
@@ -196,7 +197,7 @@ pub(crate) fn throughput(
     })
 }
 
-/// `api/throughput`'s query.
+/// `api/throughput`'s and `api/samples`' query.
 #[derive(Deserialize, Debug, Default)]
 pub(super) struct ThroughputQuery {
     #[serde(default)]
@@ -210,6 +211,40 @@ pub(super) async fn throughput_route(
     let queue = app.queue.clone();
     let minutes = q.minutes.unwrap_or(180).clamp(1, 24 * 60);
     match blocking(move || throughput(&*queue, minutes)).await {
+        Ok(t) => Json(t).into_response(),
+        Err(e) => unavailable(e),
+    }
+}
+
+/// `GET api/samples`: one per minute the queue sampled (oldest first).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ApiSample {
+    /// The minute's start.
+    pub minute_ns: u64,
+    /// Pending jobs at the sample.
+    pub pending: u64,
+    /// How late the oldest due job was at the sample (0: none was due).
+    pub lateness_ns: u64,
+}
+
+/// The backlog samples of the last `minutes`.
+pub(crate) fn samples(q: &dyn Inspect, minutes: u64) -> Result<Vec<ApiSample>, delayq_durable::DurableError> {
+    let since =
+        SystemTime::now().checked_sub(std::time::Duration::from_secs(60 * minutes)).unwrap_or(UNIX_EPOCH);
+    Ok(q.samples(since)?
+        .into_iter()
+        .map(|s| ApiSample {
+            minute_ns: ns(s.minute),
+            pending: s.pending,
+            lateness_ns: u64::try_from(s.lateness.as_nanos()).unwrap_or(u64::MAX),
+        })
+        .collect())
+}
+
+pub(super) async fn samples_route(State(app): State<Arc<App>>, Query(q): Query<ThroughputQuery>) -> Response {
+    let queue = app.queue.clone();
+    let minutes = q.minutes.unwrap_or(180).clamp(1, 24 * 60);
+    match blocking(move || samples(&*queue, minutes)).await {
         Ok(t) => Json(t).into_response(),
         Err(e) => unavailable(e),
     }

@@ -1,5 +1,6 @@
 //! The web dashboard: per queue, an overview (the counts by state and by
-//! kind, a chart of pending jobs and lateness over the last minutes, the
+//! kind, charts of the throughput and of pending jobs and lateness over
+//! the last three hours, from what the queue stores, the
 //! first dead jobs with requeue and delete buttons, plain form POSTs, when
 //! writes are allowed) that refreshes itself every 5 s, also when the queue
 //! fails (the error is shown in the page, and the next refresh tries
@@ -13,8 +14,10 @@
 //! reads too: DNS rebinding), and takes a write only with its page's CSRF
 //! token and no foreign `Origin` (`guard.rs`).
 //!
-//! The chart's samples are taken when the page is served (every 5 s while a
-//! browser shows it, by its refresh): no thread wakes while nobody looks.
+//! The charts read what the queue stores itself (its throughput per minute
+//! and its backlog sampled once a minute, [`Inspect::samples`]), so they
+//! show the hours before the page was opened; no thread of the dashboard
+//! wakes while nobody looks.
 //!
 //! An embedded file is held by one process at a time, so an application
 //! that owns its file serves the dashboard itself:
@@ -42,11 +45,10 @@ mod guard;
 mod page;
 mod views;
 
-use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::SystemTime;
 
 use axum::extract::{Form, State};
 use axum::http::{HeaderMap, Request, StatusCode};
@@ -78,17 +80,10 @@ pub struct Options {
     pub hosts: Vec<String>,
 }
 
-struct Sample {
-    at: Instant,
-    pending: u64,
-    late: Duration,
-}
-
 struct App {
     queue: Arc<dyn Inspect>,
     allow_writes: bool,
     guard: Guard,
-    samples: Mutex<VecDeque<Sample>>,
 }
 
 /// The dashboard as an axum `Router` (`GET /`, `/list`, `/job/{id}`, `POST
@@ -103,12 +98,8 @@ pub fn router(queue: Arc<dyn Inspect>, options: Options) -> Router {
 
 /// The router and its CSRF token.
 fn router_on(queue: Arc<dyn Inspect>, options: Options, bound: Option<IpAddr>) -> (Router, String) {
-    let app = Arc::new(App {
-        queue,
-        allow_writes: options.allow_writes,
-        guard: Guard::new(bound, &options.hosts),
-        samples: Mutex::new(VecDeque::new()),
-    });
+    let app =
+        Arc::new(App { queue, allow_writes: options.allow_writes, guard: Guard::new(bound, &options.hosts) });
     let router = Router::new()
         .route("/", get(page::page))
         .route("/list", get(views::list))
@@ -120,6 +111,7 @@ fn router_on(queue: Arc<dyn Inspect>, options: Options, bound: Option<IpAddr>) -
         .route("/api/jobs/{id}", get(api::job))
         .route("/api/kinds", get(api::kinds))
         .route("/api/throughput", get(api::throughput_route))
+        .route("/api/samples", get(api::samples_route))
         .route("/api/requeue", post(api::requeue))
         .route("/api/delete", post(api::delete))
         .route("/api/bulk", post(api::bulk))

@@ -2,23 +2,22 @@
 //! 5 s — also when the queue failed, whose error it then shows in place of
 //! the figures, so an open tab recovers when the queue does.
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::sync::{Arc, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use delayq_durable::{JobInfo, JobState, KindCounts, Stats};
 
-use super::api::ApiThroughput;
-use super::{blocking, App, Sample};
+use super::api::{ApiSample, ApiThroughput};
+use super::{blocking, App};
 use crate::commands::{relative, short};
 use crate::preview::{line, preview};
 
-/// How many samples the chart keeps (at one per 5 s refresh: 10 minutes).
-const SAMPLES: usize = 120;
+/// How many minutes the charts show.
+const MINUTES: u64 = 180;
 /// How many dead jobs the page lists.
 const DEAD_SHOWN: usize = 100;
 
@@ -75,17 +74,18 @@ pub(super) async fn page(State(app): State<Arc<App>>) -> Response {
         let stats = q.stats()?;
         let oldest = q.oldest_due()?;
         let kinds = q.kinds()?;
-        let rates = super::api::throughput(&*q, 180)?;
+        let rates = super::api::throughput(&*q, MINUTES)?;
+        let samples = super::api::samples(&*q, MINUTES)?;
         let dead = q.jobs(JobState::Dead, DEAD_SHOWN)?;
-        Ok((stats, oldest, (kinds, rates), dead))
+        Ok((stats, oldest, (kinds, rates, samples), dead))
     })
     .await;
     let mode = if app.allow_writes { "writes allowed" } else { "read-only" };
     let mut h = String::new();
     head(&mut h, &name, mode);
     let status = match read {
-        Ok((stats, oldest, (kinds, rates), dead)) => {
-            figures(&app, &mut h, stats, oldest, (&kinds, &rates), &dead);
+        Ok((stats, oldest, (kinds, rates, samples), dead)) => {
+            figures(&app, &mut h, stats, oldest, (&kinds, &rates, &samples), &dead);
             StatusCode::OK
         }
         Err(e) => {
@@ -106,18 +106,11 @@ fn figures(
     h: &mut String,
     stats: Stats,
     oldest: Option<SystemTime>,
-    (kinds, rates): (&[KindCounts], &ApiThroughput),
+    (kinds, rates, samples): (&[KindCounts], &ApiThroughput, &[ApiSample]),
     dead: &[JobInfo],
 ) {
     let late = oldest.and_then(|t| SystemTime::now().duration_since(t).ok()).unwrap_or_default();
-    let chart = {
-        let mut samples = app.samples.lock().unwrap_or_else(PoisonError::into_inner);
-        samples.push_back(Sample { at: Instant::now(), pending: stats.pending, late });
-        while samples.len() > SAMPLES {
-            samples.pop_front();
-        }
-        chart(&samples)
-    };
+    let chart = chart(samples);
     let _ = write!(
         h,
         "<table class=counts><tr><th>pending</th><th>leased</th><th>dead</th><th>late</th></tr>\
@@ -260,33 +253,63 @@ pub(crate) fn url_encode(text: &str) -> String {
     out
 }
 
-/// An inline SVG: pending jobs (blue) and lateness in seconds (red), each
-/// scaled to its own maximum, over the samples kept.
-fn chart(samples: &VecDeque<Sample>) -> String {
-    let (w, h) = (600.0_f64, 120.0_f64);
-    let Some(first) = samples.front() else { return String::new() };
-    let span = samples.back().map_or(0.0, |s| s.at.duration_since(first.at).as_secs_f64()).max(1.0);
-    let max_p = samples.iter().map(|s| s.pending).max().unwrap_or(0).max(1) as f64;
-    let max_l = samples.iter().map(|s| s.late.as_secs_f64()).fold(1.0, f64::max);
-    let points = |value: &dyn Fn(&Sample) -> f64| {
-        samples
-            .iter()
-            .map(|s| {
-                let x = s.at.duration_since(first.at).as_secs_f64() / span * w;
-                format!("{x:.1},{:.1}", h - value(s) * (h - 10.0))
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
+/// An inline SVG: pending jobs (blue) and lateness (red) per minute over
+/// the last three hours, each scaled to its own maximum, from the samples
+/// the queue stores (one per minute in which it reserved); a minute without
+/// one breaks the lines.
+fn chart(samples: &[ApiSample]) -> String {
+    let (w, h, minutes) = (720.0_f64, 120.0_f64, MINUTES);
+    let now_minute = super::api::ns(SystemTime::now()) / 60_000_000_000;
+    let shown: Vec<(u64, &ApiSample)> = samples
+        .iter()
+        .map(|s| (now_minute.saturating_sub(s.minute_ns / 60_000_000_000), s))
+        .filter(|(ago, _)| *ago < minutes)
+        .collect();
+    let max_p = shown.iter().map(|(_, s)| s.pending).max().unwrap_or(0).max(1) as f64;
+    let max_l = shown.iter().map(|(_, s)| s.lateness_ns).max().unwrap_or(0).max(1_000_000_000) as f64;
+    // One polyline per run of consecutive minutes.
+    let lines = |value: &dyn Fn(&ApiSample) -> f64, color: &str| {
+        let mut out = String::new();
+        let mut run: Vec<String> = Vec::new();
+        let mut last: Option<u64> = None;
+        let mut flush = |run: &mut Vec<String>| {
+            match run.as_slice() {
+                [] => {}
+                [one] => {
+                    let (x, y) = one.split_once(',').unwrap_or(("0", "0"));
+                    let _ = write!(out, "<circle cx={x} cy={y} r=2.5 fill={color}></circle>");
+                }
+                _ => {
+                    let _ = write!(
+                        out,
+                        "<polyline fill=none stroke={color} stroke-width=2 points=\"{}\"/>",
+                        run.join(" ")
+                    );
+                }
+            }
+            run.clear();
+        };
+        for (ago, s) in &shown {
+            if last.is_some_and(|l| l != ago + 1) {
+                flush(&mut run);
+            }
+            let x = w - (*ago as f64 + 0.5) * (w / minutes as f64);
+            run.push(format!("{x:.1},{:.1}", h - value(s) * (h - 10.0)));
+            last = Some(*ago);
+        }
+        flush(&mut run);
+        out
     };
     format!(
-        "<svg id=chart width={w} height={h} viewBox=\"0 0 {w} {h}\" style=\"border:1px solid #ddd\">\
-         <polyline fill=none stroke=#36c stroke-width=2 points=\"{p}\"/>\
-         <polyline fill=none stroke=#c33 stroke-width=2 points=\"{l}\"/></svg>\
-         <p><span style=color:#36c>pending</span> (max {mp}) · <span style=color:#c33>lateness</span> (max {ml}) · last {span}</p>",
-        p = points(&|s| s.pending as f64 / max_p),
-        l = points(&|s| s.late.as_secs_f64() / max_l),
+        "<svg id=chart width={w} height={h} viewBox=\"0 0 {w} {h}\" style=\"border:1px solid #ddd\">{p}{l}</svg>\
+         <p><span style=color:#36c>pending</span> (max {mp}) · <span style=color:#c33>lateness</span> of the oldest due job \
+         (max {ml}) · samples in the last 3 h: <span id=samples>{n}</span> (one a minute while the queue reserves; \
+         stored by the queue, kept 24 h) · \
+         <a href=api/samples>api/samples</a></p>",
+        p = lines(&|s| s.pending as f64 / max_p, "#36c"),
+        l = lines(&|s| s.lateness_ns as f64 / max_l, "#c33"),
         mp = max_p as u64,
-        ml = short(Duration::from_secs_f64(max_l)),
-        span = short(Duration::from_secs_f64(span)),
+        ml = short(Duration::from_nanos(max_l as u64)),
+        n = shown.len(),
     )
 }
