@@ -54,7 +54,7 @@ found delayq_bug_role_no_wake loom_models::role::a_consumer_that_wants "deadlock
 found delayq_bug_help_no_ring loom_models::role::no_push_is_left "deadlock"
 
 # Each planted bug in its own build: loom must find it.
-for bug in delayq_bug_async_drop_no_pass_on delayq_bug_catch_up_no_sync delayq_bug_catch_up_no_move; do
+for bug in delayq_bug_async_drop_no_pass_on delayq_bug_catch_up_no_sync delayq_bug_catch_up_no_move delayq_bug_catch_up_no_look; do
   echo "planted bug: loom must find --cfg $bug"
   start=$(date +%s)
   RUSTFLAGS="--cfg delayq_loom --cfg $bug" CARGO_TARGET_DIR="target/loom-$bug" \

@@ -281,6 +281,13 @@ pub(crate) fn catch_up<T>(s: &Shared<T>) -> bool {
     let quiet = egress_empty && r.moved == 0 && !r.due_left;
     drop(d);
     drop(e);
+    // A command pushed while we held the enqueue role found it held and left
+    // its application to us (`role::combine`): look again after the release,
+    // as every holder does (the stress test's `take_pending` waited forever
+    // on a command pushed during a `try_recv`'s catch-up).
+    // Planted bug for the loom suite: no look after the release.
+    #[cfg(not(delayq_bug_catch_up_no_look))]
+    enqueue::look_after_release(s);
     owed.pay(s);
     after_round(s, &r, true);
     quiet

@@ -36,7 +36,7 @@ use crate::metrics::Applied;
 use crate::oneshot::Answer;
 use crate::role::combine;
 use crate::shared::{Shared, Timers};
-use crate::sync::{lock, yield_now, Ordering, Parker};
+use crate::sync::{fence, lock, yield_now, Ordering, Parker};
 
 /// The most commands the enqueue proxy applies per critical section of the
 /// timers lock.
@@ -197,6 +197,19 @@ pub(crate) fn hand_over<T>(shared: &Shared<T>) {
         },
         || !shared.ingress.is_empty(),
     );
+}
+
+/// For a holder of the enqueue role other than `combine`'s performers (the
+/// catch-up of `try_recv`), after its release: a push that found the role
+/// held returned, leaving its command to the holder, so the holder looks at
+/// the ingress again and hands what it finds over.
+pub(crate) fn look_after_release<T>(shared: &Shared<T>) {
+    // SeqCst: the performer's half of the pair in `role::combine`: our
+    // release, then the look at the ingress.
+    fence(Ordering::SeqCst);
+    if !shared.ingress.is_empty() {
+        hand_over(shared);
+    }
 }
 
 /// Performs the role for a blocking send that found the ingress ring full

@@ -78,6 +78,29 @@ pub fn try_iter_gets_every_due_item(helping: bool, n: u32) {
     assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
 }
 
+/// A command pushed while a `try_recv` holds the enqueue role (its catch-up)
+/// is applied: the push finds the role held and returns, so the catch-up
+/// must look at the ingress after its release. One item due at once; a
+/// thread polls with `try_recv` while main calls `take_pending` (a command
+/// whose answer main waits for). Between them they get the item exactly
+/// once, and main's wait ends (a command left behind parks everyone:
+/// deadlock). Threads: main, the poller and the two proxies.
+pub fn a_command_sent_during_a_try_recv_is_applied() {
+    use delayq::{Builder, MockClock};
+
+    let clock = MockClock::new();
+    let (tx, rx) =
+        Builder::new().ingress_slots(2).egress_slots(2).clock(clock.clone()).build::<u32>().unwrap();
+    tx.send_at(7, clock.now()).unwrap();
+    let poller = rx.clone();
+    let t = loom::thread::spawn(move || poller.try_recv().ok());
+    let taken: Vec<u32> = rx.take_pending().into_iter().map(|(_, x)| x).collect();
+    let polled = t.join().unwrap();
+    let mut got: Vec<u32> = taken.into_iter().chain(polled).collect();
+    got.sort_unstable();
+    assert_eq!(got, vec![7], "the item not taken exactly once");
+}
+
 /// The `take_pending` scenario of `tests/loom_take_pending.rs`.
 ///
 /// Three items due at once through a two-slot egress ring with no consumer:

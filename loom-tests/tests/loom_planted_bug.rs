@@ -4,6 +4,9 @@
 //! - `--cfg delayq_bug_async_drop_no_pass_on`: a dropped async receive leaves
 //!   the waiter list without passing on a wakeup meant for it (see
 //!   `src/waiters.rs`). The model of `loom_async.rs` must fail.
+//! - `--cfg delayq_bug_catch_up_no_look`: `try_recv`'s catch-up releases the
+//!   enqueue role without looking at the ingress again (`src/dequeue.rs`):
+//!   the model `a_command_sent_during_a_try_recv_is_applied` must deadlock.
 //! - `--cfg delayq_bug_catch_up_no_sync` and `--cfg delayq_bug_catch_up_no_move`:
 //!   `try_recv`'s catch-up skips applying the commands still in the ingress,
 //!   or the move of the index's due items (see `src/dequeue.rs`). The model
@@ -27,7 +30,12 @@
 //! ```
 #![cfg(all(
     delayq_loom,
-    any(delayq_bug_async_drop_no_pass_on, delayq_bug_catch_up_no_sync, delayq_bug_catch_up_no_move)
+    any(
+        delayq_bug_async_drop_no_pass_on,
+        delayq_bug_catch_up_no_sync,
+        delayq_bug_catch_up_no_move,
+        delayq_bug_catch_up_no_look
+    )
 ))]
 
 use loom_tests::model;
@@ -54,6 +62,12 @@ fn planted() -> (&'static str, fn(), &'static str) {
         "try_recv not catching up",
         loom_tests::try_iter_gets_every_due_item_sent_before_it,
         "try_recv missed a due item",
+    );
+    #[cfg(delayq_bug_catch_up_no_look)]
+    return (
+        "a command left behind by try_recv's catch-up",
+        loom_tests::a_command_sent_during_a_try_recv_is_applied,
+        "deadlock",
     );
 }
 
