@@ -324,12 +324,7 @@ pub(crate) fn drop_pending<T>(shared: &Shared<T>) {
     if crate::role::holding_any() {
         return;
     }
-    let e = wait_for(&shared.roles.enqueue);
-    let d = wait_for(&shared.roles.dequeue);
-    let (done, dropped, released) = take_everything(shared);
-    drop(d);
-    drop(e);
-    pay_wind_down(shared, done, dropped, released);
+    wind_down(shared);
 }
 
 /// Takes `role`, yielding while another holds it (its work is bounded).
