@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::DurableError;
 use crate::job::{Job, JobId, Stats};
+use crate::options::{SendOptions, Sent};
 #[cfg(feature = "serde")]
 use crate::kind::JobKind;
 use crate::stop::StopSignal;
@@ -169,4 +170,12 @@ pub trait AsyncJobQueue: Send + Sync {
         id: JobId,
         at: SystemTime,
     ) -> impl Future<Output = Result<bool, DurableError>> + Send;
+    /// [`JobQueue::send_with`](crate::JobQueue::send_with): a kind, a
+    /// priority, a uniqueness key.
+    fn send_with(
+        &self,
+        payload: &[u8],
+        at: SystemTime,
+        opts: &SendOptions,
+    ) -> impl Future<Output = Result<Sent, DurableError>> + Send;
 }

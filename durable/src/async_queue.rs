@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::options::{SendOptions, Sent};
 use crate::alarm::Alarms;
 use crate::async_contract::AsyncJobQueue;
 use crate::error::DurableError;
@@ -340,5 +341,10 @@ impl AsyncJobQueue for AsyncDurableQueue {
     }
     async fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
         self.queue.begin_requeue_dead(id, at)?.await
+    }
+    async fn send_with(&self, payload: &[u8], at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+        let _ = (payload, at);
+        opts.check()?;
+        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
     }
 }

@@ -5,6 +5,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::DurableError;
 use crate::job::{Job, JobId, Stats};
+use crate::options::{SendOptions, Sent};
+use crate::stored::{Fire, StoredSchedule};
 #[cfg(feature = "serde")]
 use crate::kind::JobKind;
 use crate::queue::DurableQueue;
@@ -115,6 +117,58 @@ pub trait JobQueue: Send + Sync {
     fn dead_jobs(&self, limit: usize) -> Result<Vec<Job>, DurableError>;
     /// Moves a dead job back to pending, due at `at`.
     fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError>;
+    /// Stores a job due at `at` with [`SendOptions`]: a kind, a priority
+    /// (`0..=9`, 0 reserved first among due jobs), a [uniqueness
+    /// key](crate::Unique) (a job holding the key is returned as
+    /// [`Sent::Existing`] and nothing is stored, atomically: racing sends of
+    /// one key store one job). Bad options are
+    /// [`InvalidArgument`](DurableError::InvalidArgument), naming the option,
+    /// with nothing stored.
+    fn send_with(&self, payload: &[u8], at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError>;
+    /// A typed [`send_with`](Self::send_with): the kind is [`JobKind::KIND`]
+    /// (whatever `opts` says), the value JSON (feature `serde`).
+    #[cfg(feature = "serde")]
+    fn enqueue_with<K: JobKind>(&self, job: &K, at: SystemTime, opts: SendOptions) -> Result<Sent, DurableError>
+    where
+        Self: Sized,
+    {
+        self.send_with(&crate::kind::encode(job)?, at, &opts.kind(K::KIND))
+    }
+    /// As [`reserve_or_stop`](Self::reserve_or_stop), but leases no job whose
+    /// kind is in `exclude`: those stay pending, unleased, for a consumer
+    /// that takes them (what a [`Worker`](crate::Worker)'s per-kind limits
+    /// use). Among the due jobs it may take, the order is the usual one
+    /// (priority, deadline, send order).
+    fn reserve_excluding(
+        &self,
+        lease: Duration,
+        exclude: &[String],
+        stop: &StopSignal,
+    ) -> Result<Option<Job>, DurableError>;
+    /// The schedule store (`stored.rs`): creates or replaces the schedule
+    /// `name` with definition `def` and next tick `next_run_us` (`None`:
+    /// paused), keeping its last tick, and replaces its pending tick job
+    /// (one due at the next tick, none while paused), in one atomic step.
+    #[doc(hidden)]
+    fn schedule_store(&self, name: &str, def: &[u8], next_run_us: Option<u64>) -> Result<(), DurableError>;
+    /// The schedule store: one schedule.
+    #[doc(hidden)]
+    fn schedule_get(&self, name: &str) -> Result<Option<StoredSchedule>, DurableError>;
+    /// The schedule store: every schedule, by name.
+    #[doc(hidden)]
+    fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError>;
+    /// The schedule store: deletes a schedule and its pending tick job;
+    /// `Ok(false)` if there was none.
+    #[doc(hidden)]
+    fn schedule_remove(&self, name: &str) -> Result<bool, DurableError>;
+    /// The schedule store: in one atomic step, if the schedule exists, is not
+    /// paused and its next tick is `fire.expect_next_us`, stores the firing's
+    /// jobs and moves its next and last tick (`Ok(true)`); in every case,
+    /// if it exists and is not paused and has no pending tick job, stores
+    /// one due at its next tick. `Ok(false)`: not fired (another worker did,
+    /// or it was paused, changed or removed).
+    #[doc(hidden)]
+    fn schedule_fire(&self, name: &str, fire: &Fire) -> Result<bool, DurableError>;
 }
 
 impl JobQueue for DurableQueue {
@@ -177,6 +231,32 @@ impl JobQueue for DurableQueue {
     }
     fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
         DurableQueue::requeue_dead(self, id, at)
+    }
+    fn send_with(&self, payload: &[u8], at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+        DurableQueue::send_with(self, payload, at, opts)
+    }
+    fn reserve_excluding(
+        &self,
+        lease: Duration,
+        exclude: &[String],
+        stop: &StopSignal,
+    ) -> Result<Option<Job>, DurableError> {
+        DurableQueue::reserve_excluding(self, lease, exclude, stop)
+    }
+    fn schedule_store(&self, name: &str, def: &[u8], next_run_us: Option<u64>) -> Result<(), DurableError> {
+        DurableQueue::schedule_store(self, name, def, next_run_us)
+    }
+    fn schedule_get(&self, name: &str) -> Result<Option<StoredSchedule>, DurableError> {
+        DurableQueue::schedule_get(self, name)
+    }
+    fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError> {
+        DurableQueue::schedule_list(self)
+    }
+    fn schedule_remove(&self, name: &str) -> Result<bool, DurableError> {
+        DurableQueue::schedule_remove(self, name)
+    }
+    fn schedule_fire(&self, name: &str, fire: &Fire) -> Result<bool, DurableError> {
+        DurableQueue::schedule_fire(self, name, fire)
     }
 }
 
@@ -242,5 +322,31 @@ impl<Q: JobQueue + ?Sized> JobQueue for std::sync::Arc<Q> {
     }
     fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
         (**self).requeue_dead(id, at)
+    }
+    fn send_with(&self, payload: &[u8], at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+        (**self).send_with(payload, at, opts)
+    }
+    fn reserve_excluding(
+        &self,
+        lease: Duration,
+        exclude: &[String],
+        stop: &StopSignal,
+    ) -> Result<Option<Job>, DurableError> {
+        (**self).reserve_excluding(lease, exclude, stop)
+    }
+    fn schedule_store(&self, name: &str, def: &[u8], next_run_us: Option<u64>) -> Result<(), DurableError> {
+        (**self).schedule_store(name, def, next_run_us)
+    }
+    fn schedule_get(&self, name: &str) -> Result<Option<StoredSchedule>, DurableError> {
+        (**self).schedule_get(name)
+    }
+    fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError> {
+        (**self).schedule_list()
+    }
+    fn schedule_remove(&self, name: &str) -> Result<bool, DurableError> {
+        (**self).schedule_remove(name)
+    }
+    fn schedule_fire(&self, name: &str, fire: &Fire) -> Result<bool, DurableError> {
+        (**self).schedule_fire(name, fire)
     }
 }

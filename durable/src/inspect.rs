@@ -65,6 +65,8 @@ pub struct JobInfo {
     pub died_at: Option<SystemTime>,
     /// The message of the last failed attempt that gave one.
     pub last_error: Option<String>,
+    /// Its priority, `0..=9` (0 first).
+    pub priority: u8,
     /// The bytes it was sent with.
     pub payload: Vec<u8>,
 }

@@ -36,6 +36,8 @@ pub struct Job {
     pub(crate) lease_until: u64,
     pub(crate) kind: String,
     pub(crate) last_error: Option<String>,
+    /// `0..=9`, 0 first among due jobs ([`SendOptions::priority`](crate::SendOptions::priority)).
+    pub(crate) priority: u8,
 }
 
 impl Job {
@@ -49,6 +51,12 @@ impl Job {
     /// [`Worker`](crate::Worker) dispatches on. `""` for a job sent without one.
     pub fn kind(&self) -> &str {
         &self.kind
+    }
+
+    /// Its priority, `0..=9` (0, the default, is reserved first among due
+    /// jobs; [`SendOptions::priority`](crate::SendOptions::priority)).
+    pub fn priority(&self) -> u8 {
+        self.priority
     }
 
     /// The message of the last failed attempt that gave one (a handler's
@@ -100,6 +108,7 @@ impl fmt::Debug for Job {
             .field("payload_len", &self.payload.len())
             .field("deadline", &self.deadline())
             .field("attempt", &self.attempt)
+            .field("priority", &self.priority)
             .field("leased", &(self.token != 0))
             .field("last_error", &self.last_error)
             .finish()

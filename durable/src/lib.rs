@@ -106,6 +106,7 @@ mod metrics;
 #[cfg(any(feature = "redis", feature = "postgres"))]
 mod notifier;
 mod offline;
+mod options;
 #[cfg(feature = "postgres")]
 mod pg_queue;
 mod queue;
@@ -115,6 +116,7 @@ mod redis_queue;
 mod reply;
 mod retry;
 mod stop;
+mod stored;
 #[cfg(feature = "serde")]
 mod typed;
 mod worker;
@@ -132,6 +134,7 @@ pub use crate::job::{Job, JobId, Stats};
 #[cfg(feature = "serde")]
 pub use crate::kind::JobKind;
 pub use crate::offline::OfflineFile;
+pub use crate::options::{SendOptions, Sent, Unique, UniqueStates, MAX_UNIQUE_KEY, PRIORITY_HIGHEST, PRIORITY_LOWEST};
 #[cfg(feature = "postgres-async")]
 pub use crate::pg_queue::AsyncPgQueue;
 #[cfg(feature = "postgres")]
@@ -143,6 +146,7 @@ pub use crate::redis_queue::AsyncRedisQueue;
 pub use crate::redis_queue::{RedisBuilder, RedisQueue};
 pub use crate::retry::RetryPolicy;
 pub use crate::stop::StopSignal;
+pub use crate::stored::{Fire, StoredSchedule, MAX_SCHEDULE_NAME, TICK_KIND};
 #[cfg(feature = "serde")]
 pub use crate::typed::{Typed, TypedJob};
 pub use crate::worker::{Context, Event, Shutdown, ShutdownHandle, Worker, WorkerBuilder, WorkerStats};

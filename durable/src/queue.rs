@@ -11,6 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use redb::{Database, ReadableTable};
 
+use crate::options::{SendOptions, Sent};
+use crate::stored::{Fire, StoredSchedule};
 use crate::builder::{Builder, Durability};
 use crate::error::DurableError;
 use crate::job::{after_nanos, check_kind, clip_error, now_nanos, to_nanos, Job, JobId, Stats};
@@ -832,4 +834,42 @@ fn recover(db: &Database, path: &Path) -> Result<Recovered, DurableError> {
     }
     txn.commit().map_err(|e| err(e.into()))?;
     Ok(out)
+}
+
+/// Issue 33's primitives (stubs until this backend implements them).
+impl DurableQueue {
+    /// Stores a job with options ([`JobQueue::send_with`](crate::JobQueue::send_with)).
+    pub fn send_with(&self, _payload: &[u8], _at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+        opts.check()?;
+        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+    }
+    /// As `reserve_or_stop`, leasing no job of an excluded kind.
+    pub fn reserve_excluding(
+        &self,
+        _lease: Duration,
+        _exclude: &[String],
+        _stop: &StopSignal,
+    ) -> Result<Option<Job>, DurableError> {
+        Err(DurableError::InvalidArgument("reserve_excluding is not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_store(&self, _name: &str, _def: &[u8], _next_run_us: Option<u64>) -> Result<(), DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_get(&self, _name: &str) -> Result<Option<StoredSchedule>, DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_remove(&self, _name: &str) -> Result<bool, DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_fire(&self, _name: &str, _fire: &Fire) -> Result<bool, DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
 }

@@ -166,6 +166,7 @@ impl Record {
             lease_until: self.lease_until,
             kind: self.kind.clone(),
             last_error: self.error.clone(),
+            priority: 0,
         }
     }
 }

@@ -95,6 +95,13 @@ delegate! {
     stats() -> Result<Stats, DurableError>;
     dead_jobs(limit: usize) -> Result<Vec<Job>, DurableError>;
     requeue_dead(id: JobId, at: SystemTime) -> Result<bool, DurableError>;
+    send_with(payload: &[u8], at: SystemTime, opts: &delayq_durable::SendOptions) -> Result<delayq_durable::Sent, DurableError>;
+    reserve_excluding(lease: Duration, exclude: &[String], stop: &delayq_durable::StopSignal) -> Result<Option<Job>, DurableError>;
+    schedule_store(name: &str, def: &[u8], next_run_us: Option<u64>) -> Result<(), DurableError>;
+    schedule_get(name: &str) -> Result<Option<delayq_durable::StoredSchedule>, DurableError>;
+    schedule_list() -> Result<Vec<delayq_durable::StoredSchedule>, DurableError>;
+    schedule_remove(name: &str) -> Result<bool, DurableError>;
+    schedule_fire(name: &str, fire: &delayq_durable::Fire) -> Result<bool, DurableError>;
 }
 
 conformance_tests!(super::open_fresh);

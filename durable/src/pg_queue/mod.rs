@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::options::{SendOptions, Sent};
+use crate::stored::{Fire, StoredSchedule};
 use crate::contract::JobQueue;
 use crate::error::DurableError;
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
@@ -678,5 +680,69 @@ impl JobQueue for PgQueue {
     }
     fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
         PgQueue::requeue_dead(self, id, at)
+    }
+    fn send_with(&self, payload: &[u8], at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+        PgQueue::send_with(self, payload, at, opts)
+    }
+    fn reserve_excluding(
+        &self,
+        lease: Duration,
+        exclude: &[String],
+        stop: &StopSignal,
+    ) -> Result<Option<Job>, DurableError> {
+        PgQueue::reserve_excluding(self, lease, exclude, stop)
+    }
+    fn schedule_store(&self, name: &str, def: &[u8], next_run_us: Option<u64>) -> Result<(), DurableError> {
+        PgQueue::schedule_store(self, name, def, next_run_us)
+    }
+    fn schedule_get(&self, name: &str) -> Result<Option<StoredSchedule>, DurableError> {
+        PgQueue::schedule_get(self, name)
+    }
+    fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError> {
+        PgQueue::schedule_list(self)
+    }
+    fn schedule_remove(&self, name: &str) -> Result<bool, DurableError> {
+        PgQueue::schedule_remove(self, name)
+    }
+    fn schedule_fire(&self, name: &str, fire: &Fire) -> Result<bool, DurableError> {
+        PgQueue::schedule_fire(self, name, fire)
+    }
+}
+
+/// Issue 33's primitives (stubs until this backend implements them).
+impl PgQueue {
+    /// Stores a job with options ([`JobQueue::send_with`](crate::JobQueue::send_with)).
+    pub fn send_with(&self, _payload: &[u8], _at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+        opts.check()?;
+        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+    }
+    /// As `reserve_or_stop`, leasing no job of an excluded kind.
+    pub fn reserve_excluding(
+        &self,
+        _lease: Duration,
+        _exclude: &[String],
+        _stop: &StopSignal,
+    ) -> Result<Option<Job>, DurableError> {
+        Err(DurableError::InvalidArgument("reserve_excluding is not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_store(&self, _name: &str, _def: &[u8], _next_run_us: Option<u64>) -> Result<(), DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_get(&self, _name: &str) -> Result<Option<StoredSchedule>, DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_remove(&self, _name: &str) -> Result<bool, DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_fire(&self, _name: &str, _fire: &Fire) -> Result<bool, DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
     }
 }

@@ -125,6 +125,7 @@ fn info(row: &tokio_postgres::Row) -> JobInfo {
         lease_deadline: (state == JobState::Leased).then(|| time(due)),
         died_at: (state == JobState::Dead).then(|| time(due)),
         last_error: row.get(6),
+        priority: 0,
         payload: row.get(7),
     }
 }
@@ -218,6 +219,7 @@ impl Inner {
                     payload: row.get(5),
                     kind: row.get(6),
                     last_error: row.get(7),
+                    priority: 0,
                 });
             }
             Ok(out)
@@ -354,6 +356,7 @@ impl Inner {
                     payload: r.get(3),
                     kind: r.get(4),
                     last_error: r.get(5),
+                    priority: 0,
                     token: 0,
                     lease_until: 0,
                 })

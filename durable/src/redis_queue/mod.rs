@@ -22,6 +22,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::{FromRedisValue, ScriptInvocation, Value};
 
+use crate::options::{SendOptions, Sent};
+use crate::stored::{Fire, StoredSchedule};
 use crate::contract::JobQueue;
 use crate::error::DurableError;
 use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Sample, Throughput};
@@ -428,6 +430,7 @@ fn parse_reserve(reply: Value, clock: &ServerClock) -> Result<Reserved, DurableE
             lease_until: clock.client_ns(lease_until),
             kind,
             last_error: (!error.is_empty()).then_some(error),
+            priority: 0,
         });
     }
     let tail: Vec<u64> = items.map(|v| int(&v).map(|n| n.max(0) as u64)).collect::<Result<_, _>>()?;
@@ -453,6 +456,7 @@ fn parse_dead(reply: Value, clock: &ServerClock) -> Result<Vec<Job>, DurableErro
         out.push(Job {
             kind: text(kind),
             last_error: (!error.is_empty()).then_some(error),
+            priority: 0,
             id: JobId(int(&id)? as u64),
             payload: bytes(payload),
             deadline: clock.client_ns(int(&deadline)?),
@@ -1071,6 +1075,7 @@ impl RedisQueue {
                 lease_deadline: if state == JobState::Leased { time(&lease_until) } else { None },
                 died_at: if state == JobState::Dead { time(&score) } else { None },
                 last_error: (!error.is_empty()).then_some(error),
+                priority: 0,
                 payload: bytes(payload),
             });
         }
@@ -1249,5 +1254,69 @@ impl JobQueue for RedisQueue {
     }
     fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
         RedisQueue::requeue_dead(self, id, at)
+    }
+    fn send_with(&self, payload: &[u8], at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+        RedisQueue::send_with(self, payload, at, opts)
+    }
+    fn reserve_excluding(
+        &self,
+        lease: Duration,
+        exclude: &[String],
+        stop: &StopSignal,
+    ) -> Result<Option<Job>, DurableError> {
+        RedisQueue::reserve_excluding(self, lease, exclude, stop)
+    }
+    fn schedule_store(&self, name: &str, def: &[u8], next_run_us: Option<u64>) -> Result<(), DurableError> {
+        RedisQueue::schedule_store(self, name, def, next_run_us)
+    }
+    fn schedule_get(&self, name: &str) -> Result<Option<StoredSchedule>, DurableError> {
+        RedisQueue::schedule_get(self, name)
+    }
+    fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError> {
+        RedisQueue::schedule_list(self)
+    }
+    fn schedule_remove(&self, name: &str) -> Result<bool, DurableError> {
+        RedisQueue::schedule_remove(self, name)
+    }
+    fn schedule_fire(&self, name: &str, fire: &Fire) -> Result<bool, DurableError> {
+        RedisQueue::schedule_fire(self, name, fire)
+    }
+}
+
+/// Issue 33's primitives (stubs until this backend implements them).
+impl RedisQueue {
+    /// Stores a job with options ([`JobQueue::send_with`](crate::JobQueue::send_with)).
+    pub fn send_with(&self, _payload: &[u8], _at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+        opts.check()?;
+        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+    }
+    /// As `reserve_or_stop`, leasing no job of an excluded kind.
+    pub fn reserve_excluding(
+        &self,
+        _lease: Duration,
+        _exclude: &[String],
+        _stop: &StopSignal,
+    ) -> Result<Option<Job>, DurableError> {
+        Err(DurableError::InvalidArgument("reserve_excluding is not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_store(&self, _name: &str, _def: &[u8], _next_run_us: Option<u64>) -> Result<(), DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_get(&self, _name: &str) -> Result<Option<StoredSchedule>, DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_remove(&self, _name: &str) -> Result<bool, DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    }
+    #[doc(hidden)]
+    pub fn schedule_fire(&self, _name: &str, _fire: &Fire) -> Result<bool, DurableError> {
+        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
     }
 }
