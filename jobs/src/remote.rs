@@ -140,6 +140,7 @@ fn info(j: ApiJob) -> JobInfo {
         lease_deadline: j.lease_deadline_ns.map(time),
         died_at: j.died_at_ns.map(time),
         last_error: j.last_error,
+        priority: j.priority,
         payload: unhex(&j.payload_hex),
     }
 }

@@ -70,6 +70,9 @@ pub struct ApiJob {
     pub died_at_ns: Option<u64>,
     /// The last error.
     pub last_error: Option<String>,
+    /// Its priority, `0..=9` (0 first; absent from a server that predates priorities).
+    #[serde(default)]
+    pub priority: u8,
     /// The payload, hex.
     pub payload_hex: String,
     /// For display: the kind, error and payload escaped (`\n`, `\u{202e}`)
@@ -320,6 +323,7 @@ pub(crate) fn api_job(j: &JobInfo, preview_len: usize) -> ApiJob {
         lease_deadline_ns: j.lease_deadline.map(ns),
         died_at_ns: j.died_at.map(ns),
         last_error: j.last_error.clone(),
+        priority: j.priority,
         payload_hex: hex(&j.payload),
         shown: Shown {
             kind: if j.kind.is_empty() { "-".into() } else { line(&j.kind, 80) },
