@@ -10,6 +10,7 @@ use crate::stored::{Fire, StoredSchedule};
 #[cfg(feature = "serde")]
 use crate::kind::JobKind;
 use crate::queue::DurableQueue;
+use crate::schedule::{Schedule, ScheduleInfo};
 use crate::stop::StopSignal;
 
 /// Durable delayed jobs, at least once: a job is stored before `send_*`
@@ -169,6 +170,56 @@ pub trait JobQueue: Send + Sync {
     /// or it was paused, changed or removed).
     #[doc(hidden)]
     fn schedule_fire(&self, name: &str, fire: &Fire) -> Result<bool, DurableError>;
+
+    /// Stores the recurring schedule `name`: at each tick of `schedule` a
+    /// job of `kind` with `payload` is stored, due at the tick, exactly once
+    /// per tick however many [`Worker`](crate::Worker)s run (the workers fire
+    /// the ticks; see [`Schedule`] for cron, time zones and missed ticks).
+    /// Storing a schedule again with the same definition changes nothing (so
+    /// every process may register its schedules at start); with another
+    /// definition it replaces it, keeping whether it is paused and never
+    /// firing a tick twice.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidArgument`](DurableError::InvalidArgument) for a bad name (1
+    /// to 200 bytes, no control characters), kind or priority;
+    /// [`PayloadTooLarge`](DurableError::PayloadTooLarge); a backend error.
+    /// Nothing is stored on an error.
+    fn schedule_raw(&self, name: &str, schedule: &Schedule, kind: &str, payload: &[u8]) -> Result<(), DurableError> {
+        crate::schedule::store(self, name, schedule, kind, payload)
+    }
+    /// A typed [`schedule_raw`](Self::schedule_raw): each tick stores `job`
+    /// (its [`JobKind::KIND`], its value as JSON; feature `serde`).
+    #[cfg(feature = "serde")]
+    fn schedule<K: JobKind>(&self, name: &str, schedule: &Schedule, job: &K) -> Result<(), DurableError>
+    where
+        Self: Sized,
+    {
+        self.schedule_raw(name, schedule, K::KIND, &crate::kind::encode(job)?)
+    }
+    /// Every stored schedule, by name: when it ticks, its next and last tick,
+    /// whether it is paused.
+    fn schedules(&self) -> Result<Vec<ScheduleInfo>, DurableError> {
+        self.schedule_list()?.into_iter().map(crate::schedule::info).collect()
+    }
+    /// Pauses a schedule: no tick fires until it is resumed. `Ok(false)` if
+    /// there is no such schedule.
+    fn pause_schedule(&self, name: &str) -> Result<bool, DurableError> {
+        crate::schedule::set_paused(self, name, true)
+    }
+    /// Resumes a paused schedule from its next tick after now (the ticks that
+    /// passed while it was paused are skipped). `Ok(false)` if there is no
+    /// such schedule.
+    fn resume_schedule(&self, name: &str) -> Result<bool, DurableError> {
+        crate::schedule::set_paused(self, name, false)
+    }
+    /// Deletes a schedule (the jobs it stored stay). `Ok(false)` if there
+    /// was none.
+    fn remove_schedule(&self, name: &str) -> Result<bool, DurableError> {
+        crate::stored::check_schedule_name(name)?;
+        self.schedule_remove(name)
+    }
 }
 
 impl JobQueue for DurableQueue {

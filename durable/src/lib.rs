@@ -115,6 +115,7 @@ mod record;
 mod redis_queue;
 mod reply;
 mod retry;
+mod schedule;
 mod stop;
 mod stored;
 #[cfg(feature = "serde")]
@@ -145,6 +146,7 @@ pub use crate::redis_queue::AsyncRedisQueue;
 #[cfg(feature = "redis")]
 pub use crate::redis_queue::{RedisBuilder, RedisQueue};
 pub use crate::retry::RetryPolicy;
+pub use crate::schedule::{fire_tick, Missed, Schedule, ScheduleInfo, MAX_CATCH_UP};
 pub use crate::stop::StopSignal;
 pub use crate::stored::{Fire, StoredSchedule, MAX_SCHEDULE_NAME, TICK_KIND};
 #[cfg(feature = "serde")]
