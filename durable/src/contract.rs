@@ -214,6 +214,11 @@ pub trait JobQueue: Send + Sync {
     fn resume_schedule(&self, name: &str) -> Result<bool, DurableError> {
         crate::schedule::set_paused(self, name, false)
     }
+    /// The queue's name in traces and logs (a Redis or PostgreSQL queue's
+    /// name, the embedded file's path); `""` if it has none.
+    fn queue_label(&self) -> String {
+        String::new()
+    }
     /// Deletes a schedule (the jobs it stored stay). `Ok(false)` if there
     /// was none.
     fn remove_schedule(&self, name: &str) -> Result<bool, DurableError> {
@@ -309,6 +314,9 @@ impl JobQueue for DurableQueue {
     fn schedule_fire(&self, name: &str, fire: &Fire) -> Result<bool, DurableError> {
         DurableQueue::schedule_fire(self, name, fire)
     }
+    fn queue_label(&self) -> String {
+        self.path().display().to_string()
+    }
 }
 
 /// A shared queue is a queue: a [`Worker`](crate::Worker) or a test can hold
@@ -399,5 +407,8 @@ impl<Q: JobQueue + ?Sized> JobQueue for std::sync::Arc<Q> {
     }
     fn schedule_fire(&self, name: &str, fire: &Fire) -> Result<bool, DurableError> {
         (**self).schedule_fire(name, fire)
+    }
+    fn queue_label(&self) -> String {
+        (**self).queue_label()
     }
 }

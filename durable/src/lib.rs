@@ -101,6 +101,7 @@ mod inspect;
 mod job;
 #[cfg(feature = "serde")]
 mod kind;
+mod limits;
 mod listing;
 mod metrics;
 #[cfg(any(feature = "redis", feature = "postgres"))]

@@ -18,8 +18,11 @@ use crate::error::DurableError;
 use crate::job::{check_kind, Job, JobId};
 #[cfg(feature = "serde")]
 use crate::kind::JobKind;
+use crate::limits::{Limit, Limiter};
 use crate::retry::RetryPolicy;
+use crate::schedule::fire_tick;
 use crate::stop::StopSignal;
+use crate::stored::TICK_KIND;
 
 /// What a handler's failure means.
 enum Failure {
@@ -32,11 +35,25 @@ enum Failure {
 
 type Handler = dyn Fn(&Job, &Context<'_>) -> Result<(), Failure> + Send + Sync;
 
+/// An async handler: makes the future that handles one job.
+type AsyncHandler = dyn Fn(Job) -> Result<BoxFuture, Failure> + Send + Sync;
+
+type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
+
+/// A kind's handler, blocking (run on the handler thread) or async (a future
+/// polled on the handler thread, dropped at its timeout).
+#[derive(Clone)]
+enum Handle {
+    Blocking(Arc<Handler>),
+    Async(Arc<AsyncHandler>),
+}
+
 /// What a handler is told besides its job.
 pub struct Context<'a> {
     job: &'a Job,
     stopping: &'a AtomicBool,
     lease_lost: &'a AtomicBool,
+    deadline: Option<Instant>,
 }
 
 impl Context<'_> {
@@ -57,6 +74,19 @@ impl Context<'_> {
     /// another worker has the job.
     pub fn lease_lost(&self) -> bool {
         self.lease_lost.load(Ordering::Acquire)
+    }
+
+    /// Whether the kind's [timeout](WorkerBuilder::timeout_for) has passed.
+    /// A blocking handler cannot be cancelled (Rust has no thread
+    /// cancellation): it may check this and stop early; an `Err` it returns
+    /// after its timeout is stored as "timed out after …: <error>".
+    pub fn timed_out(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// When the kind's [timeout](WorkerBuilder::timeout_for) ends, if it has one.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
 }
 
@@ -128,6 +158,8 @@ pub struct WorkerStats {
     /// Queue calls that failed (after the backend's own retries); the worker
     /// backs off and goes on, and a job it held comes back at its lease end.
     pub queue_errors: u64,
+    /// Jobs stored by the schedule ticks this worker fired.
+    pub scheduled: u64,
 }
 
 #[derive(Default)]
@@ -139,6 +171,7 @@ struct Counters {
     extended: AtomicU64,
     lease_lost: AtomicU64,
     queue_errors: AtomicU64,
+    scheduled: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -149,9 +182,11 @@ fn bump(c: &AtomicU64) {
 /// [`Worker`]. From [`Worker::builder`].
 pub struct WorkerBuilder {
     queue: Arc<dyn JobQueue>,
-    handlers: HashMap<String, Arc<Handler>>,
+    handlers: HashMap<String, Handle>,
     retry: RetryPolicy,
     retry_for: HashMap<String, RetryPolicy>,
+    timeouts: HashMap<String, Duration>,
+    limits: HashMap<String, Limit>,
     concurrency: usize,
     lease: Duration,
     thread_name_prefix: String,
@@ -173,9 +208,13 @@ impl fmt::Debug for WorkerBuilder {
 }
 
 impl WorkerBuilder {
-    fn add(mut self, kind: &str, handler: Arc<Handler>) -> WorkerBuilder {
+    fn add(mut self, kind: &str, handler: Handle) -> WorkerBuilder {
         if let Err(e) = check_kind(kind) {
             self.error.get_or_insert(e);
+        } else if kind == TICK_KIND {
+            self.error.get_or_insert(DurableError::InvalidArgument(
+                "the kind delayq.schedule is the worker's own (schedule ticks)",
+            ));
         } else if self.handlers.insert(kind.to_string(), handler).is_some() {
             self.error.get_or_insert(DurableError::InvalidArgument("a job kind has two handlers"));
         }
@@ -201,7 +240,48 @@ impl WorkerBuilder {
             })?;
             handler(value, ctx).map_err(|e| Failure::Retry(e.to_string()))
         };
-        self.add(K::KIND, Arc::new(h))
+        self.add(K::KIND, Handle::Blocking(Arc::new(h)))
+    }
+
+    /// Handles jobs of kind `K` with an async function: the future it
+    /// returns is polled on a handler thread (no runtime needed: its waker
+    /// unparks the thread), so it may await anything that does not need a
+    /// particular runtime's reactor — for a future that does (tokio's I/O or
+    /// timers), enter that runtime inside it, or spawn on it and await the
+    /// join handle. With a [timeout](Self::timeout_for) the future is
+    /// dropped when it runs out and the job retried, with "timed out after
+    /// …" as its last error. Otherwise as [`handle`](Self::handle).
+    /// (Feature `serde`.)
+    #[cfg(feature = "serde")]
+    pub fn handle_async<K, E, Fut, F>(self, handler: F) -> WorkerBuilder
+    where
+        K: JobKind,
+        E: fmt::Display,
+        Fut: std::future::Future<Output = Result<(), E>> + Send + 'static,
+        F: Fn(K) -> Fut + Send + Sync + 'static,
+    {
+        let h = move |job: Job| -> Result<BoxFuture, Failure> {
+            let value: K = serde_json::from_slice(job.payload()).map_err(|e| {
+                Failure::Dead(format!("the payload does not decode as a {:?} job: {e}", K::KIND))
+            })?;
+            let fut = handler(value);
+            Ok(Box::pin(async move { fut.await.map_err(|e| e.to_string()) }))
+        };
+        self.add(K::KIND, Handle::Async(Arc::new(h)))
+    }
+
+    /// As [`handle_async`](Self::handle_async) with the raw [`Job`].
+    pub fn handle_raw_async<E, Fut, F>(self, kind: &str, handler: F) -> WorkerBuilder
+    where
+        E: fmt::Display,
+        Fut: std::future::Future<Output = Result<(), E>> + Send + 'static,
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+    {
+        let h = move |job: Job| -> Result<BoxFuture, Failure> {
+            let fut = handler(job);
+            Ok(Box::pin(async move { fut.await.map_err(|e| e.to_string()) }))
+        };
+        self.add(kind, Handle::Async(Arc::new(h)))
     }
 
     /// Handles jobs of kind `kind` with the raw [`Job`] (its payload as
@@ -214,7 +294,7 @@ impl WorkerBuilder {
     {
         let h =
             move |job: &Job, ctx: &Context<'_>| handler(job, ctx).map_err(|e| Failure::Retry(e.to_string()));
-        self.add(kind, Arc::new(h))
+        self.add(kind, Handle::Blocking(Arc::new(h)))
     }
 
     /// The retry policy of every kind without its own
@@ -227,6 +307,47 @@ impl WorkerBuilder {
     /// The retry policy of one kind.
     pub fn retry_for(mut self, kind: &str, policy: RetryPolicy) -> WorkerBuilder {
         self.retry_for.insert(kind.to_string(), policy);
+        self
+    }
+
+    /// A timeout for the handlers of `kind` (at least 1 ms). An async
+    /// handler's future is dropped when it runs out, and the job retried by
+    /// its policy with "timed out after …" as its last error. A blocking
+    /// handler cannot be cancelled: [`Context::timed_out`] tells it, and an
+    /// error it returns after the timeout says so.
+    pub fn timeout_for(mut self, kind: &str, timeout: Duration) -> WorkerBuilder {
+        if timeout < Duration::from_millis(1) {
+            self.error.get_or_insert(DurableError::InvalidArgument("a handler timeout must be at least 1 ms"));
+        }
+        self.timeouts.insert(kind.to_string(), timeout);
+        self
+    }
+
+    /// Runs at most `n` handlers of `kind` at once on this worker (`n` >= 1).
+    /// The other threads go on with other kinds: a job of a kind at its
+    /// limit is not reserved (so not leased and held) until a handler of that
+    /// kind finishes ([`JobQueue::reserve_excluding`]).
+    pub fn concurrency_for(mut self, kind: &str, n: usize) -> WorkerBuilder {
+        if n == 0 {
+            self.error.get_or_insert(DurableError::InvalidArgument("a per-kind concurrency must be at least 1"));
+        }
+        self.limits.entry(kind.to_string()).or_default().max = Some(n);
+        self
+    }
+
+    /// Starts at most `n` handlers of `kind` per `per`, on this worker (a
+    /// token bucket of `n` tokens refilled evenly over `per`, full at start).
+    /// As with [`concurrency_for`](Self::concurrency_for), a job of a kind
+    /// out of tokens is not reserved until a token is due, and other kinds
+    /// go on. The limit is per worker: `k` workers start up to `k * n` per
+    /// `per` between them.
+    pub fn rate_limit_for(mut self, kind: &str, n: u32, per: Duration) -> WorkerBuilder {
+        if n == 0 || per < Duration::from_millis(1) {
+            self.error.get_or_insert(DurableError::InvalidArgument(
+                "a rate limit needs at least 1 start per at least 1 ms",
+            ));
+        }
+        self.limits.entry(kind.to_string()).or_default().rate = Some((n, per));
         self
     }
 
@@ -281,17 +402,26 @@ impl WorkerBuilder {
         if self.lease.is_zero() {
             return Err(DurableError::InvalidArgument("a worker's lease must be longer than zero"));
         }
-        for kind in self.retry_for.keys() {
+        for kind in self.retry_for.keys().chain(self.timeouts.keys()).chain(self.limits.keys()) {
             check_kind(kind)?;
+        }
+        if self.limits.contains_key(TICK_KIND) || self.timeouts.contains_key(TICK_KIND) {
+            return Err(DurableError::InvalidArgument(
+                "the kind delayq.schedule is the worker's own (schedule ticks): it takes no limit or timeout",
+            ));
         }
         if self.thread_name_prefix.contains('\0') {
             return Err(DurableError::InvalidArgument("a worker's thread name prefix may not contain NUL"));
         }
+        let label = self.queue.queue_label();
         let shared = Arc::new(Shared {
+            label,
             queue: self.queue,
             handlers: self.handlers,
             retry: self.retry,
             retry_for: self.retry_for,
+            timeouts: self.timeouts,
+            limiter: Limiter::new(self.limits),
             lease: self.lease,
             on_event: self.on_event,
             stopping: AtomicBool::new(false),
@@ -308,7 +438,7 @@ impl WorkerBuilder {
             random: RandomState::new(),
             draws: AtomicU64::new(0),
         });
-        let mut worker = Worker { shared: shared.clone(), threads: Vec::new(), keeper: None };
+        let mut worker = Worker { shared: shared.clone(), threads: Vec::new(), keeper: None, refill: None };
         let keeper = {
             let shared = shared.clone();
             thread::Builder::new()
@@ -316,6 +446,15 @@ impl WorkerBuilder {
                 .spawn(move || shared.keep_leases())
         };
         worker.keeper = Some(keeper.map_err(|e| spawn_error(&shared, e))?);
+        if shared.limiter.as_ref().is_some_and(Limiter::has_rates) {
+            let s = shared.clone();
+            let refill = thread::Builder::new().name(format!("{}-limits", self.thread_name_prefix)).spawn(move || {
+                if let Some(l) = &s.limiter {
+                    l.refill_loop();
+                }
+            });
+            worker.refill = Some(refill.map_err(|e| spawn_error(&shared, e))?);
+        }
         for slot in 0..self.concurrency {
             let s = shared.clone();
             shared.live.fetch_add(1, Ordering::AcqRel);
@@ -405,6 +544,8 @@ pub struct Worker {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     keeper: Option<JoinHandle<()>>,
+    /// The rate limits' refill thread, if any kind has a rate limit.
+    refill: Option<JoinHandle<()>>,
 }
 
 impl fmt::Debug for Worker {
@@ -456,6 +597,8 @@ impl Worker {
             handlers: HashMap::new(),
             retry: RetryPolicy::default(),
             retry_for: HashMap::new(),
+            timeouts: HashMap::new(),
+            limits: HashMap::new(),
             concurrency: 1,
             lease: Duration::from_secs(30),
             thread_name_prefix: "delayq-worker".into(),
@@ -481,6 +624,7 @@ impl Worker {
             extended: n(&c.extended),
             lease_lost: n(&c.lease_lost),
             queue_errors: n(&c.queue_errors),
+            scheduled: n(&c.scheduled),
         }
     }
 
@@ -535,6 +679,9 @@ impl Worker {
         if let Some(k) = self.keeper.take() {
             let _ = k.join();
         }
+        if let Some(r) = self.refill.take() {
+            let _ = r.join();
+        }
         for t in self.threads.drain(..) {
             if t.is_finished() {
                 let _ = t.join();
@@ -567,10 +714,16 @@ struct Running {
 }
 
 struct Shared {
+    /// The queue's name for traces.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    label: String,
     queue: Arc<dyn JobQueue>,
-    handlers: HashMap<String, Arc<Handler>>,
+    handlers: HashMap<String, Handle>,
     retry: RetryPolicy,
     retry_for: HashMap<String, RetryPolicy>,
+    timeouts: HashMap<String, Duration>,
+    /// Per-kind concurrency and rate limits (`None`: none set).
+    limiter: Option<Limiter>,
     lease: Duration,
     on_event: Option<Arc<Hook>>,
     stopping: AtomicBool,
@@ -630,6 +783,9 @@ impl Shared {
         drop(stop);
         self.stop_cv.notify_all();
         self.stop_signal.raise();
+        if let Some(l) = &self.limiter {
+            l.close();
+        }
     }
 
     fn stopping(&self) -> bool {
@@ -656,7 +812,16 @@ impl Shared {
         let _live = Live(self);
         let mut backoff = Duration::from_millis(50);
         while !self.stopping() {
-            match self.queue.reserve_or_stop(self.lease, &self.stop_signal) {
+            let reserved = match &self.limiter {
+                None => self.queue.reserve_or_stop(self.lease, &self.stop_signal),
+                Some(limiter) => {
+                    let ticket = limiter.begin();
+                    let r = self.queue.reserve_excluding(self.lease, &ticket.exclude, &ticket.interrupt);
+                    limiter.end(ticket, r.as_ref().ok().and_then(Option::as_ref).map(Job::kind));
+                    r
+                }
+            };
+            match reserved {
                 Ok(Some(job)) => {
                     backoff = Duration::from_millis(50);
                     // Leased already: run it even if a shutdown began meanwhile.
@@ -675,6 +840,33 @@ impl Shared {
     }
 
     fn process(&self, slot: usize, job: Job) {
+        if job.kind() == TICK_KIND {
+            return self.fire(&job);
+        }
+        // A limited kind's handler counts as running until this returns.
+        struct Running<'a>(&'a Limiter, &'a str);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                self.0.done(self.1);
+            }
+        }
+        let _running = self.limiter.as_ref().filter(|l| l.limits(job.kind())).map(|l| Running(l, job.kind()));
+        #[cfg(feature = "tracing")]
+        let span = tracing::info_span!(
+            "delayq.job",
+            queue = %self.label,
+            kind = job.kind(),
+            id = job.id().0,
+            attempt = job.attempt(),
+            outcome = tracing::field::Empty,
+        );
+        #[cfg(feature = "tracing")]
+        let _entered = span.enter();
+        self.run(slot, &job);
+    }
+
+    fn run(&self, slot: usize, job: &Job) {
+        let job = job.clone();
         let Some(handler) = self.handlers.get(job.kind()) else {
             let why = format!("no handler for kind \"{}\"", job.kind());
             return self.bury(&job, &why);
@@ -686,8 +878,18 @@ impl Shared {
             Running { job: job.clone(), next_extend: Instant::now() + self.lease / 2, lost: lost.clone() },
         );
         self.running_cv.notify_all();
-        let ctx = Context { job: &job, stopping: &self.stopping, lease_lost: &lost };
-        let outcome = panic::catch_unwind(AssertUnwindSafe(|| handler(&job, &ctx)));
+        let timeout = self.timeouts.get(job.kind()).copied();
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let ctx = Context { job: &job, stopping: &self.stopping, lease_lost: &lost, deadline };
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| match handler {
+            Handle::Blocking(h) => match h(&job, &ctx) {
+                Err(Failure::Retry(why)) if ctx.timed_out() => {
+                    Err(Failure::Retry(format!("timed out after {:?}: {why}", timeout.unwrap_or_default())))
+                }
+                other => other,
+            },
+            Handle::Async(h) => run_future(h(job.clone())?, deadline, timeout),
+        }));
         // Out of the keeper's list before acting, so it does not extend a
         // lease being given up (an extend racing the ack is refused anyway).
         self.lock_running().remove(&slot);
@@ -711,6 +913,22 @@ impl Shared {
                 let at = SystemTime::now() + policy.delay(job.attempt(), self.draw());
                 let r = self.queue.nack_with_error(&job, at, &why);
                 self.settle(&job, r, &self.counters.retried, Event::Retrying { job: &job, at, error: &why })
+            }
+        }
+    }
+
+    /// Fires a schedule's tick job ([`fire_tick`]); on an error the tick job
+    /// is retried in a second (a transient backend error must not hold the
+    /// schedule up for a lease).
+    fn fire(&self, job: &Job) {
+        match fire_tick(&*self.queue, job) {
+            Ok(n) => {
+                self.counters.scheduled.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(error) => {
+                bump(&self.counters.queue_errors);
+                self.tell(&Event::QueueError { error: &error });
+                let _ = self.queue.nack_with_error(job, SystemTime::now() + Duration::from_secs(1), &error.to_string());
             }
         }
     }
@@ -740,6 +958,8 @@ impl Shared {
     }
 
     fn tell(&self, event: &Event<'_>) {
+        #[cfg(feature = "tracing")]
+        trace(event);
         if let Some(hook) = &self.on_event {
             let _ = panic::catch_unwind(AssertUnwindSafe(|| hook(event)));
         }
@@ -797,6 +1017,70 @@ impl Shared {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Polls `fut` on this thread until it is ready, or until `deadline`, when
+/// it is dropped (an async handler's timeout). Its waker unparks the thread.
+fn run_future(
+    mut fut: BoxFuture,
+    deadline: Option<Instant>,
+    timeout: Option<Duration>,
+) -> Result<(), Failure> {
+    struct Unpark(thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    loop {
+        if let std::task::Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
+            return r.map_err(Failure::Retry);
+        }
+        match deadline {
+            None => thread::park(),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    drop(fut); // cancels it (a panic in its drop is caught by the caller)
+                    return Err(Failure::Retry(format!("timed out after {:?}", timeout.unwrap_or_default())));
+                }
+                thread::park_timeout(d - now);
+            }
+        }
+    }
+}
+
+/// The outcome of a job run as `tracing` events inside its span (feature
+/// `tracing`), and as the span's `outcome` field.
+#[cfg(feature = "tracing")]
+fn trace(event: &Event<'_>) {
+    let span = tracing::Span::current();
+    match event {
+        Event::Succeeded { .. } => {
+            span.record("outcome", "succeeded");
+            tracing::info!(outcome = "succeeded", "job succeeded");
+        }
+        Event::Retrying { at, error, .. } => {
+            span.record("outcome", "retrying");
+            tracing::warn!(outcome = "retrying", error = %error, retry_at = ?at, "job failed; retrying");
+        }
+        Event::Dead { error, .. } => {
+            span.record("outcome", "dead");
+            tracing::error!(outcome = "dead", error = %error, "job failed; dead");
+        }
+        Event::LeaseLost { .. } => {
+            span.record("outcome", "lease_lost");
+            tracing::warn!(outcome = "lease_lost", "the job's lease was no longer this worker's");
+        }
+        Event::QueueError { error } => {
+            tracing::error!(error = %error, "queue error");
         }
     }
 }

@@ -105,6 +105,7 @@ delegate! {
 }
 
 conformance_tests!(super::open_fresh);
+feature_tests!(super::open_fresh);
 
 const LEASE: Duration = Duration::from_secs(30);
 

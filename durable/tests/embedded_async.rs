@@ -56,6 +56,7 @@ fn open_async(opts: Opts) -> Option<BlockOn<AsyncDurableQueue, Futures>> {
 }
 
 conformance_tests!(super::open_async);
+send_with_tests!(super::open_async);
 
 /// A fresh async queue and its directory.
 fn fresh() -> (AsyncDurableQueue, TempDir) {

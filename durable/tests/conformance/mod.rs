@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use delayq_durable::{DurableError, Job, JobId, JobQueue, StopSignal};
 
+pub mod features;
 pub mod runtime;
 
 /// What a test needs of a fresh queue.
