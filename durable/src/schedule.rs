@@ -510,16 +510,7 @@ pub fn fire_tick<Q: JobQueue + ?Sized>(q: &Q, job: &Job) -> Result<usize, Durabl
     let next = from_us(next_us);
     if next > now {
         // A copy of an older tick (redelivered): make sure the current one exists.
-        let fire = Fire {
-            expect_next_us: u64::MAX,
-            next_run_us: next_us,
-            last_run_us: stored.last_run_us.unwrap_or(0),
-            kind: def.kind,
-            payload: Vec::new(),
-            priority: 0,
-            deadlines_us: Vec::new(),
-        };
-        q.schedule_fire(&name, &fire)?;
+        q.schedule_fire(&name, &ensure_tick(&def.kind))?;
         q.ack(job)?;
         return Ok(0);
     }
@@ -546,6 +537,21 @@ pub fn fire_tick<Q: JobQueue + ?Sized>(q: &Q, job: &Job) -> Result<usize, Durabl
     Ok(if fired { fire.deadlines_us.len() } else { 0 })
 }
 
+/// A firing that fires nothing (its expected tick is never stored): what is
+/// left of it is the store's guarantee that a schedule not paused has its
+/// pending tick job.
+fn ensure_tick(kind: &str) -> Fire {
+    Fire {
+        expect_next_us: u64::MAX,
+        next_run_us: 0,
+        last_run_us: 0,
+        kind: kind.to_string(),
+        payload: Vec::new(),
+        priority: 0,
+        deadlines_us: Vec::new(),
+    }
+}
+
 /// The schedule API, on every backend: provided methods of [`JobQueue`].
 pub(crate) fn store<Q: JobQueue + ?Sized>(
     q: &Q,
@@ -561,7 +567,13 @@ pub(crate) fn store<Q: JobQueue + ?Sized>(
     let existing = q.schedule_get(name)?;
     if let Some(e) = &existing {
         if e.def == def {
-            return Ok(()); // registered again (every process at start): keep its ticks
+            // Registered again (every process at start): keep its ticks, and
+            // give it back its tick job if that was lost (dead after its
+            // attempts ran out, or cancelled by hand).
+            if e.next_run_us.is_some() {
+                q.schedule_fire(name, &ensure_tick(kind))?;
+            }
+            return Ok(());
         }
     }
     let paused = existing.as_ref().is_some_and(|e| e.next_run_us.is_none());
