@@ -6,9 +6,9 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::DurableError;
 use crate::job::{Job, JobId, Stats};
-use crate::options::{SendOptions, Sent};
 #[cfg(feature = "serde")]
 use crate::kind::JobKind;
+use crate::options::{SendOptions, Sent};
 use crate::stop::StopSignal;
 
 /// The [`JobQueue`](crate::JobQueue) contract as async methods: the same

@@ -5,13 +5,13 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::DurableError;
 use crate::job::{Job, JobId, Stats};
-use crate::options::{SendOptions, Sent};
-use crate::stored::{Fire, StoredSchedule};
 #[cfg(feature = "serde")]
 use crate::kind::JobKind;
+use crate::options::{SendOptions, Sent};
 use crate::queue::DurableQueue;
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::stop::StopSignal;
+use crate::stored::{Fire, StoredSchedule};
 
 /// Durable delayed jobs, at least once: a job is stored before `send_*`
 /// returns `Ok`, handed out by `reserve` with a lease, deleted only by `ack`
@@ -129,7 +129,12 @@ pub trait JobQueue: Send + Sync {
     /// A typed [`send_with`](Self::send_with): the kind is [`JobKind::KIND`]
     /// (whatever `opts` says), the value JSON (feature `serde`).
     #[cfg(feature = "serde")]
-    fn enqueue_with<K: JobKind>(&self, job: &K, at: SystemTime, opts: SendOptions) -> Result<Sent, DurableError>
+    fn enqueue_with<K: JobKind>(
+        &self,
+        job: &K,
+        at: SystemTime,
+        opts: SendOptions,
+    ) -> Result<Sent, DurableError>
     where
         Self: Sized,
     {
@@ -186,7 +191,13 @@ pub trait JobQueue: Send + Sync {
     /// to 200 bytes, no control characters), kind or priority;
     /// [`PayloadTooLarge`](DurableError::PayloadTooLarge); a backend error.
     /// Nothing is stored on an error.
-    fn schedule_raw(&self, name: &str, schedule: &Schedule, kind: &str, payload: &[u8]) -> Result<(), DurableError> {
+    fn schedule_raw(
+        &self,
+        name: &str,
+        schedule: &Schedule,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<(), DurableError> {
         crate::schedule::store(self, name, schedule, kind, payload)
     }
     /// A typed [`schedule_raw`](Self::schedule_raw): each tick stores `job`

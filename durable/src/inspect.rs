@@ -232,6 +232,9 @@ pub trait Inspect: Send + Sync {
     /// Redis reserve script; PostgreSQL's reserve, at most once a minute per
     /// handle), so they are there whether or not a dashboard was open.
     fn samples(&self, since: SystemTime) -> Result<Vec<Sample>, DurableError>;
+    /// The recurring schedules stored in the queue, by name
+    /// ([`JobQueue::schedules`](crate::JobQueue::schedules)).
+    fn schedules(&self) -> Result<Vec<crate::ScheduleInfo>, DurableError>;
     /// Deletes the job only if it is in one of `states`, in one atomic
     /// change: `Ok(false)` if there is no such job or it is in another
     /// state (so a job leased meanwhile is not deleted by a command that
@@ -269,6 +272,10 @@ fn mask(states: &[JobState]) -> [bool; 3] {
 }
 
 impl Inspect for DurableQueue {
+    fn schedules(&self) -> Result<Vec<crate::ScheduleInfo>, DurableError> {
+        crate::JobQueue::schedules(self)
+    }
+
     fn stats(&self) -> Result<Stats, DurableError> {
         DurableQueue::stats(self)
     }
@@ -319,6 +326,10 @@ impl Inspect for DurableQueue {
 
 #[cfg(feature = "redis")]
 impl Inspect for crate::redis_queue::RedisQueue {
+    fn schedules(&self) -> Result<Vec<crate::ScheduleInfo>, DurableError> {
+        crate::JobQueue::schedules(self)
+    }
+
     fn stats(&self) -> Result<Stats, DurableError> {
         crate::redis_queue::RedisQueue::stats(self)
     }
@@ -376,6 +387,10 @@ impl Inspect for crate::redis_queue::RedisQueue {
 
 #[cfg(feature = "postgres")]
 impl Inspect for crate::pg_queue::PgQueue {
+    fn schedules(&self) -> Result<Vec<crate::ScheduleInfo>, DurableError> {
+        crate::JobQueue::schedules(self)
+    }
+
     fn stats(&self) -> Result<Stats, DurableError> {
         crate::pg_queue::PgQueue::stats(self)
     }
@@ -455,6 +470,9 @@ impl<Q: Inspect + ?Sized> Inspect for std::sync::Arc<Q> {
     }
     fn samples(&self, since: SystemTime) -> Result<Vec<Sample>, DurableError> {
         (**self).samples(since)
+    }
+    fn schedules(&self) -> Result<Vec<crate::ScheduleInfo>, DurableError> {
+        (**self).schedules()
     }
     fn cancel_in(&self, id: JobId, states: &[JobState]) -> Result<bool, DurableError> {
         (**self).cancel_in(id, states)

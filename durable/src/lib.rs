@@ -136,7 +136,9 @@ pub use crate::job::{Job, JobId, Stats};
 #[cfg(feature = "serde")]
 pub use crate::kind::JobKind;
 pub use crate::offline::OfflineFile;
-pub use crate::options::{SendOptions, Sent, Unique, UniqueStates, MAX_UNIQUE_KEY, PRIORITY_HIGHEST, PRIORITY_LOWEST};
+pub use crate::options::{
+    SendOptions, Sent, Unique, UniqueStates, MAX_UNIQUE_KEY, PRIORITY_HIGHEST, PRIORITY_LOWEST,
+};
 #[cfg(feature = "postgres-async")]
 pub use crate::pg_queue::AsyncPgQueue;
 #[cfg(feature = "postgres")]

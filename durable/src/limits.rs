@@ -190,7 +190,8 @@ impl Limiter {
             }
         }
         // An offer given back may open a kind another reserve excludes.
-        let reopened = ticket.accepted.iter().any(|n| st.kinds.get(n).is_some_and(|k| k.excluding > 0 && k.open()));
+        let reopened =
+            ticket.accepted.iter().any(|n| st.kinds.get(n).is_some_and(|k| k.excluding > 0 && k.open()));
         if reopened {
             Self::interrupt(&mut st);
         }

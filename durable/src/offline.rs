@@ -271,6 +271,10 @@ impl Inspect for OfflineFile {
         self.read(|txn, path| listing::throughput(txn, path, since))
     }
 
+    fn schedules(&self) -> Result<Vec<crate::ScheduleInfo>, DurableError> {
+        Err(DurableError::Storage("TODO(issue33-merge): the schedules table".into()))
+    }
+
     fn samples(&self, since: SystemTime) -> Result<Vec<Sample>, DurableError> {
         self.read(|txn, path| listing::samples(txn, path, since))
     }

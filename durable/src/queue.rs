@@ -11,13 +11,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use redb::{Database, ReadableTable};
 
-use crate::options::{SendOptions, Sent};
-use crate::stored::{Fire, StoredSchedule};
 use crate::builder::{Builder, Durability};
 use crate::error::DurableError;
 use crate::job::{after_nanos, check_kind, clip_error, now_nanos, to_nanos, Job, JobId, Stats};
+use crate::options::{SendOptions, Sent};
 use crate::record::{Record, State};
 use crate::stop::{recv_or_stop, StopSignal};
+use crate::stored::{Fire, StoredSchedule};
 
 use crate::reply::{reply, Reply, Waiting};
 use crate::writer::{self, storage_error, Counters, Mailbox, Op, SharedDb, Timer, Writer, JOBS, META};
@@ -839,7 +839,12 @@ fn recover(db: &Database, path: &Path) -> Result<Recovered, DurableError> {
 /// Issue 33's primitives (stubs until this backend implements them).
 impl DurableQueue {
     /// Stores a job with options ([`JobQueue::send_with`](crate::JobQueue::send_with)).
-    pub fn send_with(&self, _payload: &[u8], _at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+    pub fn send_with(
+        &self,
+        _payload: &[u8],
+        _at: SystemTime,
+        opts: &SendOptions,
+    ) -> Result<Sent, DurableError> {
         opts.check()?;
         Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
     }
@@ -853,7 +858,12 @@ impl DurableQueue {
         Err(DurableError::InvalidArgument("reserve_excluding is not implemented on this backend yet"))
     }
     #[doc(hidden)]
-    pub fn schedule_store(&self, _name: &str, _def: &[u8], _next_run_us: Option<u64>) -> Result<(), DurableError> {
+    pub fn schedule_store(
+        &self,
+        _name: &str,
+        _def: &[u8],
+        _next_run_us: Option<u64>,
+    ) -> Result<(), DurableError> {
         Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
     }
     #[doc(hidden)]

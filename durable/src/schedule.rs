@@ -192,8 +192,9 @@ impl Schedule {
     /// database does not know, or for an [interval](Self::every) schedule
     /// (an interval is elapsed time, the same in every zone).
     pub fn in_zone(mut self, zone: &str) -> Result<Schedule, DurableError> {
-        let tz = Tz::from_str(zone)
-            .map_err(|_| DurableError::InvalidArgument("unknown time zone (an IANA name such as Europe/Berlin)"))?;
+        let tz = Tz::from_str(zone).map_err(|_| {
+            DurableError::InvalidArgument("unknown time zone (an IANA name such as Europe/Berlin)")
+        })?;
         if let Spec::Every(_) = self.spec {
             return Err(DurableError::InvalidArgument(
                 "an interval schedule has no time zone (it ticks every interval of elapsed time)",
@@ -401,7 +402,11 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], String> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or("schedule definition is truncated")?;
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or("schedule definition is truncated")?;
         let out = &self.bytes[self.at..end];
         self.at = end;
         Ok(out)
@@ -417,7 +422,8 @@ impl Reader<'_> {
     }
     fn string(&mut self) -> Result<String, String> {
         let n = self.u32()? as usize;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "schedule definition holds bad UTF-8".to_string())
+        String::from_utf8(self.take(n)?.to_vec())
+            .map_err(|_| "schedule definition holds bad UTF-8".to_string())
     }
 }
 
@@ -427,7 +433,12 @@ impl Reader<'_> {
 /// fired: a tick at or before it is never fired again (so a schedule stored
 /// again by a racing process, which sets its next tick back, fires nothing
 /// twice).
-fn plan(s: &Schedule, next: SystemTime, last: Option<SystemTime>, now: SystemTime) -> (Vec<SystemTime>, Option<SystemTime>) {
+fn plan(
+    s: &Schedule,
+    next: SystemTime,
+    last: Option<SystemTime>,
+    now: SystemTime,
+) -> (Vec<SystemTime>, Option<SystemTime>) {
     let keep = match s.missed {
         Missed::Skip | Missed::Once => 1,
         Missed::All(n) => n as usize,
@@ -580,8 +591,13 @@ pub(crate) fn store<Q: JobQueue + ?Sized>(
     let next = if paused {
         None
     } else {
-        let after = existing.as_ref().and_then(|e| e.last_run_us).map_or(SystemTime::now(), |l| from_us(l).max(SystemTime::now()));
-        Some(to_us(schedule.next_after(after).ok_or(DurableError::InvalidArgument("the schedule never ticks"))?))
+        let after = existing
+            .as_ref()
+            .and_then(|e| e.last_run_us)
+            .map_or(SystemTime::now(), |l| from_us(l).max(SystemTime::now()));
+        Some(to_us(
+            schedule.next_after(after).ok_or(DurableError::InvalidArgument("the schedule never ticks"))?,
+        ))
     };
     q.schedule_store(name, &def, next)
 }
@@ -604,7 +620,11 @@ pub(crate) fn info(s: StoredSchedule) -> Result<ScheduleInfo, DurableError> {
     })
 }
 
-pub(crate) fn set_paused<Q: JobQueue + ?Sized>(q: &Q, name: &str, paused: bool) -> Result<bool, DurableError> {
+pub(crate) fn set_paused<Q: JobQueue + ?Sized>(
+    q: &Q,
+    name: &str,
+    paused: bool,
+) -> Result<bool, DurableError> {
     check_schedule_name(name)?;
     let Some(s) = q.schedule_get(name)? else {
         return Ok(false);
@@ -615,9 +635,13 @@ pub(crate) fn set_paused<Q: JobQueue + ?Sized>(q: &Q, name: &str, paused: bool) 
     let next = if paused {
         None
     } else {
-        let def = decode(&s.def).map_err(|detail| DurableError::Corrupt { path: Default::default(), detail })?;
+        let def =
+            decode(&s.def).map_err(|detail| DurableError::Corrupt { path: Default::default(), detail })?;
         // Resuming skips the ticks that passed while paused.
-        let next = def.schedule.next_after(SystemTime::now()).ok_or(DurableError::InvalidArgument("the schedule never ticks"))?;
+        let next = def
+            .schedule
+            .next_after(SystemTime::now())
+            .ok_or(DurableError::InvalidArgument("the schedule never ticks"))?;
         Some(to_us(next))
     };
     q.schedule_store(name, &s.def, next)?;

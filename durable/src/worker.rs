@@ -317,7 +317,8 @@ impl WorkerBuilder {
     /// error it returns after the timeout says so.
     pub fn timeout_for(mut self, kind: &str, timeout: Duration) -> WorkerBuilder {
         if timeout < Duration::from_millis(1) {
-            self.error.get_or_insert(DurableError::InvalidArgument("a handler timeout must be at least 1 ms"));
+            self.error
+                .get_or_insert(DurableError::InvalidArgument("a handler timeout must be at least 1 ms"));
         }
         self.timeouts.insert(kind.to_string(), timeout);
         self
@@ -329,7 +330,8 @@ impl WorkerBuilder {
     /// kind finishes ([`JobQueue::reserve_excluding`]).
     pub fn concurrency_for(mut self, kind: &str, n: usize) -> WorkerBuilder {
         if n == 0 {
-            self.error.get_or_insert(DurableError::InvalidArgument("a per-kind concurrency must be at least 1"));
+            self.error
+                .get_or_insert(DurableError::InvalidArgument("a per-kind concurrency must be at least 1"));
         }
         self.limits.entry(kind.to_string()).or_default().max = Some(n);
         self
@@ -448,11 +450,12 @@ impl WorkerBuilder {
         worker.keeper = Some(keeper.map_err(|e| spawn_error(&shared, e))?);
         if shared.limiter.as_ref().is_some_and(Limiter::has_rates) {
             let s = shared.clone();
-            let refill = thread::Builder::new().name(format!("{}-limits", self.thread_name_prefix)).spawn(move || {
-                if let Some(l) = &s.limiter {
-                    l.refill_loop();
-                }
-            });
+            let refill =
+                thread::Builder::new().name(format!("{}-limits", self.thread_name_prefix)).spawn(move || {
+                    if let Some(l) = &s.limiter {
+                        l.refill_loop();
+                    }
+                });
             worker.refill = Some(refill.map_err(|e| spawn_error(&shared, e))?);
         }
         for slot in 0..self.concurrency {
@@ -928,7 +931,11 @@ impl Shared {
             Err(error) => {
                 bump(&self.counters.queue_errors);
                 self.tell(&Event::QueueError { error: &error });
-                let _ = self.queue.nack_with_error(job, SystemTime::now() + Duration::from_secs(1), &error.to_string());
+                let _ = self.queue.nack_with_error(
+                    job,
+                    SystemTime::now() + Duration::from_secs(1),
+                    &error.to_string(),
+                );
             }
         }
     }

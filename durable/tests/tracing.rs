@@ -111,7 +111,9 @@ fn a_span_per_job_run_with_its_outcome_and_error() {
         .events
         .iter()
         .filter(|(span, f, _)| span.is_some() && f.0.contains_key("error"))
-        .map(|(span, f, level)| (seen.spans[&span.unwrap()].1 .0["attempt"].clone(), field(f, "error"), *level))
+        .map(|(span, f, level)| {
+            (seen.spans[&span.unwrap()].1 .0["attempt"].clone(), field(f, "error"), *level)
+        })
         .collect();
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(errors.iter().all(|(_, e, _)| e.contains("disk on fire")));

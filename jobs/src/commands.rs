@@ -65,6 +65,32 @@ pub fn stats(q: &dyn Inspect, out: Out<'_>) -> Result<(), String> {
     .map_err(io)
 }
 
+/// `schedules`: one line per recurring schedule.
+pub fn schedules(q: &dyn Inspect, out: Out<'_>) -> Result<(), String> {
+    let list = q.schedules().map_err(q_err("listing the schedules"))?;
+    if list.is_empty() {
+        return writeln!(out, "no schedules").map_err(io);
+    }
+    writeln!(
+        out,
+        "{:<24} {:<36} {:<20} {:<10} {:<12} {:<12} state",
+        "name", "when", "kind", "priority", "next run", "last run"
+    )
+    .map_err(io)?;
+    for s in list {
+        let next = s.next_run.map_or_else(|| "-".to_string(), relative);
+        let last = s.last_run.map_or_else(|| "never".to_string(), relative);
+        let state = if s.paused { "paused" } else { "active" };
+        writeln!(
+            out,
+            "{:<24} {:<36} {:<20} {:<10} {:<12} {:<12} {state}",
+            s.name, s.spec, s.kind, s.priority, next, last
+        )
+        .map_err(io)?;
+    }
+    Ok(())
+}
+
 /// `list --state S [--limit N]`: one line per job.
 pub fn list(q: &dyn Inspect, state: JobState, limit: usize, out: Out<'_>) -> Result<(), String> {
     let jobs = q.jobs(state, limit).map_err(q_err("listing"))?;

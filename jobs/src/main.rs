@@ -55,6 +55,8 @@ enum StateArg {
 enum Command {
     /// Counts by state, and how late the oldest pending job is.
     Stats,
+    /// Lists the recurring schedules: when each ticks, its next and last run, whether it is paused.
+    Schedules,
     /// Lists jobs in one state: id, due, attempt, kind, size, last error, a payload preview.
     List {
         #[arg(long, value_enum)]
@@ -146,6 +148,7 @@ fn run(cli: Cli) -> Result<(), String> {
     let q = &*queue;
     match cli.command {
         Command::Stats => commands::stats(q, &mut out),
+        Command::Schedules => commands::schedules(q, &mut out),
         Command::List { state, limit } => {
             let state = match state {
                 StateArg::Pending => JobState::Pending,

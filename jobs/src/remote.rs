@@ -11,12 +11,13 @@ use std::net::TcpStream;
 use std::time::{Duration, UNIX_EPOCH};
 
 use delayq_durable::{
-    DurableError, Filter, Inspect, JobId, JobInfo, JobState, KindCounts, Page, Sample, Stats,
+    DurableError, Filter, Inspect, JobId, JobInfo, JobState, KindCounts, Missed, Page, Sample, ScheduleInfo,
+    Stats,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::dashboard::api::{ApiDone, ApiIds, ApiJob, ApiKind, ApiPage, ApiSample, ApiStats};
+use crate::dashboard::api::{ApiDone, ApiIds, ApiJob, ApiKind, ApiPage, ApiSample, ApiSchedule, ApiStats};
 use crate::dashboard::url_encode;
 
 /// A queue behind a dashboard's JSON API.
@@ -186,6 +187,24 @@ impl Inspect for RemoteQueue {
         Ok(kinds
             .into_iter()
             .map(|k| KindCounts { kind: k.kind, pending: k.pending, leased: k.leased, dead: k.dead })
+            .collect())
+    }
+
+    fn schedules(&self) -> Result<Vec<ScheduleInfo>, DurableError> {
+        let list: Vec<ApiSchedule> = self.get("api/schedules")?;
+        Ok(list
+            .into_iter()
+            .map(|s| ScheduleInfo {
+                missed: crate::dashboard::api::missed_named(&s.missed).unwrap_or(Missed::Skip),
+                name: s.name,
+                spec: s.spec,
+                kind: s.kind,
+                priority: s.priority,
+                next_run: s.next_run_ns.map(time),
+                last_run: s.last_run_ns.map(time),
+                paused: s.paused,
+                payload: unhex(&s.payload_hex),
+            })
             .collect())
     }
 

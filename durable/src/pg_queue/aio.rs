@@ -12,12 +12,12 @@ use super::ops::{at_us, delay_us, lease_us, Inner, Reserved};
 use super::pool::pg_error;
 use super::schema::Stmt;
 use super::{batch, plan, PgQueue};
-use crate::options::{SendOptions, Sent};
 use crate::async_contract::AsyncJobQueue;
 use crate::error::DurableError;
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
 #[cfg(feature = "serde")]
 use crate::kind::JobKind;
+use crate::options::{SendOptions, Sent};
 use crate::stop::StopSignal;
 
 /// A [`PgQueue`] with async methods ([`AsyncJobQueue`]), on **any
@@ -405,7 +405,12 @@ impl AsyncJobQueue for AsyncPgQueue {
         let inner = self.inner();
         Ok(self.run(async move { inner.requeue(&[id], at).await }).await?[0])
     }
-    async fn send_with(&self, payload: &[u8], at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+    async fn send_with(
+        &self,
+        payload: &[u8],
+        at: SystemTime,
+        opts: &SendOptions,
+    ) -> Result<Sent, DurableError> {
         let _ = (payload, at);
         opts.check()?;
         Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))

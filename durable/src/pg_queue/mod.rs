@@ -20,13 +20,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::options::{SendOptions, Sent};
-use crate::stored::{Fire, StoredSchedule};
 use crate::contract::JobQueue;
 use crate::error::DurableError;
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
 use crate::notifier::Notifier;
+use crate::options::{SendOptions, Sent};
 use crate::stop::StopSignal;
+use crate::stored::{Fire, StoredSchedule};
 
 use self::listen::Listen;
 pub(crate) use self::ops::at_us;
@@ -712,7 +712,12 @@ impl JobQueue for PgQueue {
 /// Issue 33's primitives (stubs until this backend implements them).
 impl PgQueue {
     /// Stores a job with options ([`JobQueue::send_with`](crate::JobQueue::send_with)).
-    pub fn send_with(&self, _payload: &[u8], _at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+    pub fn send_with(
+        &self,
+        _payload: &[u8],
+        _at: SystemTime,
+        opts: &SendOptions,
+    ) -> Result<Sent, DurableError> {
         opts.check()?;
         Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
     }
@@ -726,7 +731,12 @@ impl PgQueue {
         Err(DurableError::InvalidArgument("reserve_excluding is not implemented on this backend yet"))
     }
     #[doc(hidden)]
-    pub fn schedule_store(&self, _name: &str, _def: &[u8], _next_run_us: Option<u64>) -> Result<(), DurableError> {
+    pub fn schedule_store(
+        &self,
+        _name: &str,
+        _def: &[u8],
+        _next_run_us: Option<u64>,
+    ) -> Result<(), DurableError> {
         Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
     }
     #[doc(hidden)]

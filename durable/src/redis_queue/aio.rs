@@ -18,10 +18,10 @@ use super::clock::{Due, ServerClock, PROBES};
 use super::pool::{redis_error, transient, Target};
 use super::scripts::Name;
 use super::{parse_dead, RedisQueue, Reserved};
-use crate::options::{SendOptions, Sent};
 use crate::async_contract::AsyncJobQueue;
 use crate::error::DurableError;
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
+use crate::options::{SendOptions, Sent};
 use crate::stop::StopSignal;
 
 /// A [`RedisQueue`] with async methods ([`AsyncJobQueue`]), its commands on
@@ -479,7 +479,12 @@ impl AsyncJobQueue for AsyncRedisQueue {
         let args = [id.0.to_string(), due.arg(), self.queue.inner.max_attempts.to_string()];
         self.flag("requeueing", Name::Requeue, &args).await
     }
-    async fn send_with(&self, payload: &[u8], at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+    async fn send_with(
+        &self,
+        payload: &[u8],
+        at: SystemTime,
+        opts: &SendOptions,
+    ) -> Result<Sent, DurableError> {
         let _ = (payload, at);
         opts.check()?;
         Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))

@@ -22,13 +22,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::{FromRedisValue, ScriptInvocation, Value};
 
-use crate::options::{SendOptions, Sent};
-use crate::stored::{Fire, StoredSchedule};
 use crate::contract::JobQueue;
 use crate::error::DurableError;
 use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Sample, Throughput};
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
+use crate::options::{SendOptions, Sent};
 use crate::stop::StopSignal;
+use crate::stored::{Fire, StoredSchedule};
 
 use self::clock::{Due, ServerClock, PROBES};
 use self::metrics::{Metrics, ReserveCounts};
@@ -1286,7 +1286,12 @@ impl JobQueue for RedisQueue {
 /// Issue 33's primitives (stubs until this backend implements them).
 impl RedisQueue {
     /// Stores a job with options ([`JobQueue::send_with`](crate::JobQueue::send_with)).
-    pub fn send_with(&self, _payload: &[u8], _at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+    pub fn send_with(
+        &self,
+        _payload: &[u8],
+        _at: SystemTime,
+        opts: &SendOptions,
+    ) -> Result<Sent, DurableError> {
         opts.check()?;
         Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
     }
@@ -1300,7 +1305,12 @@ impl RedisQueue {
         Err(DurableError::InvalidArgument("reserve_excluding is not implemented on this backend yet"))
     }
     #[doc(hidden)]
-    pub fn schedule_store(&self, _name: &str, _def: &[u8], _next_run_us: Option<u64>) -> Result<(), DurableError> {
+    pub fn schedule_store(
+        &self,
+        _name: &str,
+        _def: &[u8],
+        _next_run_us: Option<u64>,
+    ) -> Result<(), DurableError> {
         Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
     }
     #[doc(hidden)]

@@ -23,8 +23,8 @@ fn berlin_spring_forward_runs_the_missing_0230_at_0300() {
     assert_eq!(
         got,
         vec![
-            utc(2026, 3, 29, 1, 0, 0),   // 03:00 CEST, the first valid time after the gap
-            utc(2026, 3, 30, 0, 30, 0),  // 02:30 CEST
+            utc(2026, 3, 29, 1, 0, 0),  // 03:00 CEST, the first valid time after the gap
+            utc(2026, 3, 30, 0, 30, 0), // 02:30 CEST
             utc(2026, 3, 31, 0, 30, 0),
         ]
     );
@@ -75,7 +75,10 @@ fn an_interval_expression_runs_at_both_of_a_repeated_hours_ticks() {
 #[test]
 fn seconds_and_utc_and_intervals() {
     let s = Schedule::cron("*/10 * * * * *").unwrap();
-    assert_eq!(ticks(&s, utc(2026, 1, 1, 0, 0, 5), 2), vec![utc(2026, 1, 1, 0, 0, 10), utc(2026, 1, 1, 0, 0, 20)]);
+    assert_eq!(
+        ticks(&s, utc(2026, 1, 1, 0, 0, 5), 2),
+        vec![utc(2026, 1, 1, 0, 0, 10), utc(2026, 1, 1, 0, 0, 20)]
+    );
     let s = Schedule::every(Duration::from_secs(5)).unwrap();
     assert_eq!(s.next_after(utc(2026, 1, 1, 0, 0, 5)), Some(utc(2026, 1, 1, 0, 0, 10)));
     assert_eq!(s.next_after(utc(2026, 1, 1, 0, 0, 7)), Some(utc(2026, 1, 1, 0, 0, 10)));
@@ -88,9 +91,12 @@ fn bad_schedules_are_named_errors() {
     assert!(msg(Schedule::cron("").unwrap_err()).contains("cron expression"));
     assert!(msg(Schedule::cron("0 0 0 1 1 * 2030").unwrap_err()).contains("cron expression"));
     assert!(msg(Schedule::cron("0 0 30 2 *").unwrap_err()).contains("never"));
-    assert!(msg(Schedule::cron("* * * * *").unwrap().in_zone("Mars/Olympus").unwrap_err()).contains("time zone"));
+    assert!(
+        msg(Schedule::cron("* * * * *").unwrap().in_zone("Mars/Olympus").unwrap_err()).contains("time zone")
+    );
     assert!(msg(Schedule::every(Duration::ZERO).unwrap_err()).contains("at least 1 ms"));
-    assert!(msg(Schedule::every(Duration::from_secs(1)).unwrap().in_zone("UTC").unwrap_err()).contains("interval"));
+    assert!(msg(Schedule::every(Duration::from_secs(1)).unwrap().in_zone("UTC").unwrap_err())
+        .contains("interval"));
     assert!(Schedule::every(Duration::from_secs(1)).unwrap().missed(Missed::All(0)).check().is_err());
     assert!(Schedule::every(Duration::from_secs(1)).unwrap().priority(10).check().is_err());
 }
@@ -136,7 +142,8 @@ fn the_missed_tick_policies() {
     let (due, _) = plan(&every.clone().missed(Missed::All(1000)), next, None, now);
     assert_eq!(due.len(), 10);
     // A tick already fired is not fired again (a schedule stored again by a racing process).
-    let (due, _) = plan(&every.clone().missed(Missed::All(1000)), next, Some(next + Duration::from_secs(40)), now);
+    let (due, _) =
+        plan(&every.clone().missed(Missed::All(1000)), next, Some(next + Duration::from_secs(40)), now);
     assert_eq!(due.first(), Some(&(next + Duration::from_secs(50))));
     assert_eq!(due.len(), 5);
 }

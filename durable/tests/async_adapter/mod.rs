@@ -14,7 +14,8 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, SystemTime};
 
 use delayq_durable::{
-    AsyncJobQueue, DurableError, Fire, Job, JobId, JobQueue, SendOptions, Sent, Stats, StopSignal, StoredSchedule,
+    AsyncJobQueue, DurableError, Fire, Job, JobId, JobQueue, SendOptions, Sent, Stats, StopSignal,
+    StoredSchedule,
 };
 
 /// Runs a future to completion on the calling thread.
@@ -120,7 +121,12 @@ impl<Q: AsyncJobQueue, E: Exec> JobQueue for BlockOn<Q, E> {
     }
     // Not in the async contract (the worker and the schedule API are
     // blocking): the suite's tests of these run on the blocking clients.
-    fn reserve_excluding(&self, _: Duration, _: &[String], _: &StopSignal) -> Result<Option<Job>, DurableError> {
+    fn reserve_excluding(
+        &self,
+        _: Duration,
+        _: &[String],
+        _: &StopSignal,
+    ) -> Result<Option<Job>, DurableError> {
         Err(DurableError::InvalidArgument("not in AsyncJobQueue"))
     }
     fn schedule_store(&self, _: &str, _: &[u8], _: Option<u64>) -> Result<(), DurableError> {

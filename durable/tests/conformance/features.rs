@@ -12,8 +12,8 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use delayq_durable::{
-    fire_tick, DurableError, Fire, JobQueue, Missed, RetryPolicy, Schedule, SendOptions, Sent, StopSignal, Unique,
-    UniqueStates, Worker, TICK_KIND,
+    fire_tick, DurableError, Fire, JobQueue, Missed, RetryPolicy, Schedule, SendOptions, Sent, StopSignal,
+    Unique, UniqueStates, Worker, TICK_KIND,
 };
 
 use super::{ms, PATIENCE};
@@ -140,7 +140,8 @@ pub fn racing_sends_of_one_key_store_one_job(q: impl JobQueue + 'static) {
             thread::spawn(move || {
                 let n = if t < 1000 % 16 { 1000 / 16 + 1 } else { 1000 / 16 };
                 for _ in 0..n {
-                    let sent = q.send_with(b"once", at, &SendOptions::new().unique(Unique::new("the-key"))).unwrap();
+                    let sent =
+                        q.send_with(b"once", at, &SendOptions::new().unique(Unique::new("the-key"))).unwrap();
                     if sent.created() {
                         created.fetch_add(1, Ordering::SeqCst);
                     }
@@ -166,11 +167,17 @@ pub fn bad_send_options_are_named_and_store_nothing(q: impl JobQueue) {
     invalid(q.send_with(b"x", now, &opts(10)), "priority");
     invalid(q.send_with(b"x", now, &SendOptions::new().unique(Unique::new("k".repeat(256)))), "255 bytes");
     invalid(q.send_with(b"x", now, &SendOptions::new().unique(Unique::new(""))), "empty");
-    invalid(q.send_with(b"x", now, &SendOptions::new().unique(Unique::new("k").period(Duration::ZERO))), "period");
+    invalid(
+        q.send_with(b"x", now, &SendOptions::new().unique(Unique::new("k").period(Duration::ZERO))),
+        "period",
+    );
     invalid(q.send_with(b"x", now, &SendOptions::new().kind("bad\nkind")), "control");
     assert_eq!(q.len().unwrap(), 0);
     // The largest key is accepted.
-    assert!(q.send_with(b"x", now, &SendOptions::new().unique(Unique::new("k".repeat(255)))).unwrap().created());
+    assert!(q
+        .send_with(b"x", now, &SendOptions::new().unique(Unique::new("k".repeat(255))))
+        .unwrap()
+        .created());
 }
 
 pub fn reserve_excluding_leaves_excluded_kinds_pending(q: impl JobQueue + 'static) {
@@ -393,7 +400,8 @@ pub fn a_kind_at_its_concurrency_limit_does_not_hold_up_other_kinds(q: impl JobQ
     let emails_done = Arc::new(AtomicUsize::new(0));
     let others_at = Arc::new(Mutex::new(Vec::new()));
     let w = {
-        let (now, most, emails_done, others_at) = (now.clone(), most.clone(), emails_done.clone(), others_at.clone());
+        let (now, most, emails_done, others_at) =
+            (now.clone(), most.clone(), emails_done.clone(), others_at.clone());
         let done_now = emails_done.clone();
         Worker::builder(q.clone())
             .handle_raw("email", move |job, _| {

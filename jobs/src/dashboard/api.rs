@@ -27,7 +27,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use delayq_durable::{Filter, Inspect, JobId, JobInfo, JobState, KindCounts};
+use delayq_durable::{Filter, Inspect, JobId, JobInfo, JobState, KindCounts, Missed, ScheduleInfo};
 use serde::{Deserialize, Serialize};
 
 use super::{blocking, App};
@@ -435,6 +435,64 @@ pub(super) async fn job(State(app): State<Arc<App>>, Path(id): Path<u64>) -> Res
 
 pub(crate) fn api_kind(k: &KindCounts) -> ApiKind {
     ApiKind { kind: k.kind.clone(), pending: k.pending, leased: k.leased, dead: k.dead }
+}
+
+/// A recurring schedule as the API gives it.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct ApiSchedule {
+    /// Its name.
+    pub name: String,
+    /// When it ticks, in words.
+    pub spec: String,
+    /// The kind of the jobs it stores.
+    pub kind: String,
+    /// Their priority.
+    pub priority: u8,
+    /// The missed-tick policy: `skip`, `once`, or `all:N`.
+    pub missed: String,
+    /// The next tick (absent while paused).
+    pub next_run_ns: Option<u64>,
+    /// The last tick fired.
+    pub last_run_ns: Option<u64>,
+    /// Whether it is paused.
+    pub paused: bool,
+    /// The payload of its jobs, hex.
+    pub payload_hex: String,
+}
+
+pub(crate) fn api_schedule(s: &ScheduleInfo) -> ApiSchedule {
+    ApiSchedule {
+        name: s.name.clone(),
+        spec: s.spec.clone(),
+        kind: s.kind.clone(),
+        priority: s.priority,
+        missed: match s.missed {
+            Missed::Skip => "skip".into(),
+            Missed::Once => "once".into(),
+            Missed::All(n) => format!("all:{n}"),
+        },
+        next_run_ns: s.next_run.map(ns),
+        last_run_ns: s.last_run.map(ns),
+        paused: s.paused,
+        payload_hex: hex(&s.payload),
+    }
+}
+
+/// `missed` as [`api_schedule`] wrote it.
+pub(crate) fn missed_named(text: &str) -> Option<Missed> {
+    match text {
+        "skip" => Some(Missed::Skip),
+        "once" => Some(Missed::Once),
+        _ => text.strip_prefix("all:")?.parse().ok().map(Missed::All),
+    }
+}
+
+pub(super) async fn schedules(State(app): State<Arc<App>>) -> Response {
+    let queue = app.queue.clone();
+    match blocking(move || queue.schedules()).await {
+        Ok(list) => Json(list.iter().map(api_schedule).collect::<Vec<_>>()).into_response(),
+        Err(e) => unavailable(e),
+    }
 }
 
 pub(super) async fn kinds(State(app): State<Arc<App>>) -> Response {

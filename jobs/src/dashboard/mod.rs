@@ -110,6 +110,7 @@ fn router_on(queue: Arc<dyn Inspect>, options: Options, bound: Option<IpAddr>) -
         .route("/api/jobs", get(api::jobs))
         .route("/api/jobs/{id}", get(api::job))
         .route("/api/kinds", get(api::kinds))
+        .route("/api/schedules", get(api::schedules))
         .route("/api/throughput", get(api::throughput_route))
         .route("/api/samples", get(api::samples_route))
         .route("/api/requeue", post(api::requeue))

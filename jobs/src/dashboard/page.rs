@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use delayq_durable::{JobInfo, JobState, KindCounts, Stats};
+use delayq_durable::{JobInfo, JobState, KindCounts, ScheduleInfo, Stats};
 
 use super::api::{ApiSample, ApiThroughput};
 use super::{blocking, App};
@@ -77,15 +77,16 @@ pub(super) async fn page(State(app): State<Arc<App>>) -> Response {
         let rates = super::api::throughput(&*q, MINUTES)?;
         let samples = super::api::samples(&*q, MINUTES)?;
         let dead = q.jobs(JobState::Dead, DEAD_SHOWN)?;
-        Ok((stats, oldest, (kinds, rates, samples), dead))
+        let schedules = q.schedules()?;
+        Ok((stats, oldest, (kinds, rates, samples), (dead, schedules)))
     })
     .await;
     let mode = if app.allow_writes { "writes allowed" } else { "read-only" };
     let mut h = String::new();
     head(&mut h, &name, mode);
     let status = match read {
-        Ok((stats, oldest, (kinds, rates, samples), dead)) => {
-            figures(&app, &mut h, stats, oldest, (&kinds, &rates, &samples), &dead);
+        Ok((stats, oldest, (kinds, rates, samples), (dead, schedules))) => {
+            figures(&app, &mut h, stats, oldest, (&kinds, &rates, &samples), (&dead, &schedules));
             StatusCode::OK
         }
         Err(e) => {
@@ -107,7 +108,7 @@ fn figures(
     stats: Stats,
     oldest: Option<SystemTime>,
     (kinds, rates, samples): (&[KindCounts], &ApiThroughput, &[ApiSample]),
-    dead: &[JobInfo],
+    (dead, schedules): (&[JobInfo], &[ScheduleInfo]),
 ) {
     let late = oldest.and_then(|t| SystemTime::now().duration_since(t).ok()).unwrap_or_default();
     let chart = chart(samples);
@@ -115,9 +116,11 @@ fn figures(
         h,
         "<table class=counts><tr><th>pending</th><th>leased</th><th>dead</th><th>late</th></tr>\
          <tr><td id=count-pending>{p}</td><td id=count-leased>{l}</td><td id=count-dead>{d}</td><td id=late>{late}</td></tr></table>\
-         <h2>Throughput</h2>{throughput}<h2>Pending and lateness</h2>{chart}<h2>By kind</h2>{kinds}<h2>Dead jobs</h2>",
+         <h2>Throughput</h2>{throughput}<h2>Pending and lateness</h2>{chart}<h2>By kind</h2>{kinds}\
+         <h2>Schedules</h2>{schedules}<h2>Dead jobs</h2>",
         throughput = throughput_chart(rates),
         kinds = by_kind(kinds, rates),
+        schedules = schedules_table(schedules),
         p = stats.pending,
         l = stats.leased,
         d = stats.dead,
@@ -154,6 +157,35 @@ fn figures(
     if stats.dead as usize > dead.len() {
         let _ = write!(h, "<p>the first {} of {} shown</p>", dead.len(), stats.dead);
     }
+}
+
+/// The recurring schedules: when each ticks, its next and last run, paused.
+fn schedules_table(schedules: &[ScheduleInfo]) -> String {
+    if schedules.is_empty() {
+        return "<p id=no-schedules>none</p>".into();
+    }
+    let mut h = String::from(
+        "<table id=schedules><tr><th>name</th><th>when</th><th>kind</th><th>priority</th><th>next run</th>\
+         <th>last run</th><th>state</th></tr>",
+    );
+    for s in schedules {
+        let _ = write!(
+            h,
+            "<tr id=\"schedule-{id}\" class=\"{class}\"><td>{name}</td><td>{spec}</td><td>{kind}</td><td>{priority}</td>\
+             <td class=next>{next}</td><td class=last>{last}</td><td class=state>{state}</td></tr>",
+            id = esc(&url_encode(&s.name)),
+            class = if s.paused { "paused" } else { "" },
+            name = esc(&line(&s.name, 80)),
+            spec = esc(&line(&s.spec, 80)),
+            kind = esc(&line(&s.kind, 60)),
+            priority = s.priority,
+            next = s.next_run.map_or_else(|| "-".to_string(), relative),
+            last = s.last_run.map_or_else(|| "never".to_string(), relative),
+            state = if s.paused { "paused" } else { "active" },
+        );
+    }
+    h.push_str("</table>");
+    h
 }
 
 /// The counts by kind with the last hour's processed and failed jobs and
