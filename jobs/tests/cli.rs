@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use delayq_durable::{DurableQueue, Inspect, JobId, JobQueue, JobState, PgQueue, RedisQueue};
+use delayq_durable::{DurableQueue, Inspect, JobId, JobQueue, JobState, PgQueue, RedisQueue, Schedule};
 
 /// A queue this process drives (the contract) and inspects.
 trait Both: JobQueue + Inspect {}
@@ -190,6 +190,33 @@ fn commands(b: &Backend) {
     assert!(ok(b, &["purge", "--dead"]).contains("deleted 7 dead jobs"));
     let s = JobQueue::stats(&*(b.open)()).unwrap();
     assert_eq!((s.pending, s.leased, s.dead), (0, 0, 0));
+
+    // The schedules: listed with when they tick, next and last run, state.
+    assert_eq!(ok(b, &["schedules"]), "no schedules\n");
+    {
+        let q = (b.open)();
+        let nightly = Schedule::cron("30 2 * * *").unwrap().in_zone("Europe/Berlin").unwrap();
+        q.schedule_raw("nightly", &nightly, "report.daily", b"{}").unwrap();
+        q.schedule_raw("beat", &Schedule::every(Duration::from_secs(3600)).unwrap(), "beat", b"").unwrap();
+        assert!(q.pause_schedule("beat").unwrap());
+    }
+    let list = ok(b, &["schedules"]);
+    let row = |name: &str| {
+        list.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}: {list}")).to_string()
+    };
+    let nightly = row("nightly");
+    assert!(
+        nightly.contains("cron \"30 2 * * *\" Europe/Berlin") && nightly.contains("report.daily"),
+        "{nightly}"
+    );
+    assert!(
+        nightly.contains(" in ") && nightly.contains("never") && nightly.ends_with("active"),
+        "{nightly}"
+    );
+    let beat = row("beat");
+    assert!(beat.contains("every 3600s") && beat.ends_with("paused"), "{beat}");
+    let q = (b.open)();
+    assert!(q.remove_schedule("nightly").unwrap() && q.remove_schedule("beat").unwrap());
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use axum::response::Html;
 use axum::routing::get;
-use delayq_durable::{DurableQueue, Inspect, JobId, JobState};
+use delayq_durable::{DurableQueue, Inspect, JobId, JobQueue, JobState, Schedule};
 use delayq_jobs::dashboard::{self, Options};
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -318,6 +318,26 @@ fn a_browser_sees_the_counts_presses_requeue_and_takes_a_screenshot() {
     assert_eq!(q.job(dead).unwrap().unwrap().state, JobState::Pending, "the job moved");
     let dom = chromium(&profile, &["--dump-dom"], &server.url());
     assert_eq!((count(&dom, "pending"), count(&dom, "dead")), (2, 0));
+    assert!(dom.contains("id=\"no-schedules\""), "no schedules yet: {dom}");
+
+    // A schedule shows with when it ticks, its next run and its state.
+    let nightly = Schedule::cron("30 2 * * *").unwrap().in_zone("Europe/Berlin").unwrap();
+    q.schedule_raw("nightly", &nightly, "report.daily", b"{}").unwrap();
+    q.schedule_raw("paused-one", &Schedule::every(Duration::from_secs(60)).unwrap(), "beat", b"").unwrap();
+    assert!(q.pause_schedule("paused-one").unwrap());
+    let dom = chromium(&profile, &["--dump-dom"], &server.url());
+    let row = |id: &str| {
+        let at = dom.find(&format!("id=\"schedule-{id}\"")).unwrap_or_else(|| panic!("row {id}: {dom}"));
+        dom[at..at + dom[at..].find("</tr>").unwrap()].to_string()
+    };
+    let nightly = row("nightly");
+    assert!(
+        nightly.contains("Europe/Berlin") && nightly.contains("report.daily") && nightly.contains(">active<"),
+        "{nightly}"
+    );
+    assert!(nightly.contains("<td class=\"next\">in "), "{nightly}");
+    assert!(row("paused-one").contains(">paused<"));
+    assert!(q.remove_schedule("nightly").unwrap() && q.remove_schedule("paused-one").unwrap());
 
     // A screenshot with a dead job on the list.
     let job = q.reserve(Duration::from_secs(600)).unwrap();
