@@ -18,10 +18,10 @@ use super::clock::{Due, ServerClock, PROBES};
 use super::pool::{redis_error, transient, Target};
 use super::scripts::Name;
 use super::{parse_dead, RedisQueue, Reserved};
-use crate::options::{SendOptions, Sent};
 use crate::async_contract::AsyncJobQueue;
 use crate::error::DurableError;
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
+use crate::options::{SendOptions, Sent};
 use crate::stop::StopSignal;
 
 /// A [`RedisQueue`] with async methods ([`AsyncJobQueue`]), its commands on
@@ -307,7 +307,7 @@ impl AsyncRedisQueue {
             let seen = q.inner.notifier.generation();
             // Measured again first if due: the reply's times map through it.
             self.clock().await;
-            let inv = q.reserve_invocation(lease_us, max);
+            let inv = q.reserve_invocation(lease_us, max, &[]);
             let reply: Value = self.run("reserving", Name::Reserve, &inv).await?;
             let Reserved { server_now_us, jobs, next, .. } = q.reserved(reply)?;
             if !jobs.is_empty() {
@@ -479,10 +479,20 @@ impl AsyncJobQueue for AsyncRedisQueue {
         let args = [id.0.to_string(), due.arg(), self.queue.inner.max_attempts.to_string()];
         self.flag("requeueing", Name::Requeue, &args).await
     }
-    async fn send_with(&self, payload: &[u8], at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
-        let _ = (payload, at);
+    async fn send_with(
+        &self,
+        payload: &[u8],
+        at: SystemTime,
+        opts: &SendOptions,
+    ) -> Result<Sent, DurableError> {
+        let q = &self.queue;
         opts.check()?;
-        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+        q.check_payload(payload.len())?;
+        let due = self.due_at(at).await?;
+        q.open()?;
+        let inv = q.send_with_invocation(payload, due, opts);
+        let reply: (i64, i64) = self.run("sending", Name::SendWith, &inv).await?;
+        Ok(q.sent_with(reply))
     }
 }
 
