@@ -77,6 +77,31 @@ fn listing_calls() -> usize {
 ///   lease expiry (due again with the next attempt, or dead after the last),
 ///   requeue. There is no step between "take the due job" and "hand it out" in
 ///   which a crash loses it (the fault of a pop-then-push poller).
+/// - **Priorities** (`send_with`, `0..=9`, 0 first): besides the `pending`
+///   sorted set (by due time, what the inspection API lists), each pending
+///   job sits in its priority's sorted set and in its (priority, kind)'s, by
+///   due time then id (ids zero-padded, so equal due times go in send
+///   order). A set's head is its best job, so the reserve script leases the
+///   best of at most ten heads (`O(log n)` a job, exact however many jobs
+///   are due), with [aging](RedisBuilder::priority_aging) applied to the
+///   heads. A queue written before these sets (its jobs read as priority 0)
+///   is reindexed once, O(n), by the first reserve that finds the sets'
+///   counts differ from `pending`'s.
+/// - **`reserve_excluding`** runs the same script over the (priority, kind)
+///   sets of the kinds it may take: exact (1,000 excluded jobs ahead of one
+///   it may take cost nothing), `O(pairs)` a call for the distinct
+///   (priority, kind) pairs pending; with none of those due it sleeps until
+///   the next one is due, a lease ends, or a wake-up announces an earlier
+///   job (an excluded job's announcement wakes it for one script, no more).
+/// - **Uniqueness**: one hash maps each key to the job holding it, its
+///   covered states and the end of its period; the send script checks and
+///   sets it atomically, so racing sends store one job. The entry goes when
+///   its job is acked, cancelled or dead (unless its period runs on); each
+///   unique send sweeps up to 20 entries whose period ended.
+/// - **Schedules**: a hash per schedule (definition, next and last tick,
+///   the id of its pending tick job) and a set of names; store, remove and
+///   fire are one script each, fire a compare-and-set on the next tick that
+///   stores the tick's jobs and replaces the tick job.
 /// - **The server's clock.** Every script reads `TIME`, and a job is due when
 ///   the server's clock says so. `send_after(d)` goes as a delay, so a client
 ///   whose clock is hours off still schedules "in 5 s" as 5 s. An instant

@@ -8,8 +8,15 @@
 //! | key | type | what |
 //! | --- | --- | --- |
 //! | `seq` | string | the last job id (`INCR`) |
-//! | `job:<id>` | hash | `payload`, `kind` (absent or `""`: none), `error` (the last error; absent: none), `deadline` (µs), `attempt`, `dead_after`, `token` (decimal; `0`: none), `lease_until` (µs), `state` (`p` pending, `l` leased, `d` dead) |
+//! | `job:<id>` | hash | `payload`, `kind` (absent or `""`: none), `error` (the last error; absent: none), `deadline` (µs), `attempt`, `dead_after`, `token` (decimal; `0`: none), `lease_until` (µs), `state` (`p` pending, `l` leased, `d` dead), `priority` (absent: 0), `ukey`/`ustates`/`uuntil` (its uniqueness key, as `uniq` holds it) |
 //! | `pending` | zset | pending jobs by due time (µs since the Unix epoch, server clock) |
+//! | `pq:<priority>` | zset | pending jobs of that priority (`0`..`9`) by due time; members are ids zero-padded to 20 digits, so equal due times order by id |
+//! | `pk:<priority>:<kind>` | zset | the same, per (priority, kind) (what `reserve_excluding` reads) |
+//! | `pks` | set | the `<priority>:<kind>` pairs with a `pk:` set |
+//! | `uniq` | hash | uniqueness key → `"<id> <states> <until>"` (states `p`, `l`, `b`; until: µs, 0 without a period) |
+//! | `uexp` | zset | the uniqueness keys with a period, by its end (the sweep's order) |
+//! | `sc:<name>` | hash | a schedule: `def`, `next` (µs, client clock; absent: paused), `last`, `tick` (its pending tick job's id) |
+//! | `scheds` | set | the schedules' names |
 //! | `leased` | zset | leased jobs by lease end |
 //! | `dead` | zset | dead jobs by time of death |
 //! | `tp:<minute>` | hash | jobs processed (`ok:<kind>`) and failed (`fail:<kind>`: an attempt nacked, killed or whose lease ran out) in that minute (µs / 60,000,000, server clock); kept 25 h |
