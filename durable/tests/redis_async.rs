@@ -249,3 +249,24 @@ fn a_panicking_waker_kills_no_watcher_thread_and_the_tasks_after_it_are_woken() 
     assert!(rt.0.block_on(q.ack(&job)).unwrap());
     t.join().unwrap();
 }
+
+/// `send_with` on the async client: priority and uniqueness as on the
+/// blocking one (the same script).
+#[test]
+fn async_send_with_stores_priorities_and_keeps_keys_unique() {
+    use delayq_durable::{SendOptions, Sent, Unique};
+    let Some((q, rt)) = fresh() else { return };
+    let now = std::time::SystemTime::now();
+    let u = SendOptions::new().kind("k").priority(4).unique(Unique::new("key"));
+    let a = rt.0.block_on(q.send_with(b"a", now, &u)).unwrap();
+    assert!(a.created());
+    assert_eq!(rt.0.block_on(q.send_with(b"b", now, &u)).unwrap(), Sent::Existing(a.id()));
+    let urgent = rt.0.block_on(q.send_with(b"c", now, &SendOptions::new().priority(0))).unwrap().id();
+    let first = rt.0.block_on(q.reserve(ms(30_000))).unwrap();
+    assert_eq!((first.id(), first.priority()), (urgent, 0));
+    let second = rt.0.block_on(q.reserve(ms(30_000))).unwrap();
+    assert_eq!((second.id(), second.priority(), second.kind()), (a.id(), 4, "k"));
+    let bad = rt.0.block_on(q.send_with(b"x", now, &SendOptions::new().priority(10)));
+    assert!(matches!(bad, Err(DurableError::InvalidArgument(_))));
+    assert_eq!(rt.0.block_on(q.stats()).unwrap().pending, 0);
+}

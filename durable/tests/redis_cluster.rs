@@ -8,6 +8,7 @@
 #[cfg(feature = "redis-async")]
 mod async_adapter;
 mod conformance;
+mod redis_cases;
 mod redis_server;
 
 use std::sync::OnceLock;
@@ -266,4 +267,39 @@ fn the_reserve_script_samples_the_backlog_on_a_cluster_too() {
     assert_eq!(rows[0].pending, 4, "the count before the minute's first reserve took anything: {rows:?}");
     assert!(rows[0].lateness >= Duration::from_millis(4000), "the oldest due job was 5 s late: {rows:?}");
     assert!(rows[0].lateness < Duration::from_secs(60), "{rows:?}");
+}
+
+/// Issue 33's primitives on the cluster: every key a script touches is
+/// under the queue's hash tag (a cross-slot key would fail the script).
+mod features {
+    use super::{redis_cases, shared};
+    use delayq_durable::{RedisBuilder, RedisQueue};
+
+    fn connect(b: RedisBuilder, name: &str) -> RedisQueue {
+        let urls = shared().unwrap().urls();
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        b.connect_cluster(&urls, name).unwrap()
+    }
+
+    macro_rules! cases {
+        ($($name:ident $(($($arg:expr),*))?;)*) => {$(
+            #[test]
+            fn $name() {
+                if shared().is_none() {
+                    return;
+                }
+                redis_cases::$name(&connect $($(, $arg)*)?);
+            }
+        )*};
+    }
+
+    cases! {
+        due_jobs_are_reserved_by_priority_then_deadline_then_id;
+        aging_lets_an_old_low_priority_job_out_before_a_newer_urgent_one;
+        a_unique_key_is_held_by_state_and_period;
+        racing_sends_of_one_key_store_one_job(8, 200);
+        the_schedule_store_keeps_one_pending_tick_job_and_fires_once;
+        racing_fires_of_one_tick_fire_once(8);
+        reserve_excluding_skips_excluded_kinds_exactly_and_sleeps;
+    }
 }

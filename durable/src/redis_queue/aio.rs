@@ -307,7 +307,7 @@ impl AsyncRedisQueue {
             let seen = q.inner.notifier.generation();
             // Measured again first if due: the reply's times map through it.
             self.clock().await;
-            let inv = q.reserve_invocation(lease_us, max);
+            let inv = q.reserve_invocation(lease_us, max, &[]);
             let reply: Value = self.run("reserving", Name::Reserve, &inv).await?;
             let Reserved { server_now_us, jobs, next, .. } = q.reserved(reply)?;
             if !jobs.is_empty() {
@@ -485,9 +485,14 @@ impl AsyncJobQueue for AsyncRedisQueue {
         at: SystemTime,
         opts: &SendOptions,
     ) -> Result<Sent, DurableError> {
-        let _ = (payload, at);
+        let q = &self.queue;
         opts.check()?;
-        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+        q.check_payload(payload.len())?;
+        let due = self.due_at(at).await?;
+        q.open()?;
+        let inv = q.send_with_invocation(payload, due, opts);
+        let reply: (i64, i64) = self.run("sending", Name::SendWith, &inv).await?;
+        Ok(q.sent_with(reply))
     }
 }
 

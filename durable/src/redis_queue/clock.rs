@@ -251,8 +251,8 @@ impl ServerClock {
         s.measured = Some(Instant::now());
     }
 
-    #[cfg(test)]
-    fn offset_us(&self) -> i64 {
+    /// The estimate: the server's clock minus this client's, µs.
+    pub(crate) fn offset_us(&self) -> i64 {
         self.state().offset_us
     }
 }

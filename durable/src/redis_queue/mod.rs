@@ -26,9 +26,9 @@ use crate::contract::JobQueue;
 use crate::error::DurableError;
 use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Sample, Throughput};
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
-use crate::options::{SendOptions, Sent};
+use crate::options::{check_priority, SendOptions, Sent, UniqueStates};
 use crate::stop::StopSignal;
-use crate::stored::{Fire, StoredSchedule};
+use crate::stored::{check_schedule_name, from_us, Fire, StoredSchedule};
 
 use self::clock::{Due, ServerClock, PROBES};
 use self::metrics::{Metrics, ReserveCounts};
@@ -77,6 +77,31 @@ fn listing_calls() -> usize {
 ///   lease expiry (due again with the next attempt, or dead after the last),
 ///   requeue. There is no step between "take the due job" and "hand it out" in
 ///   which a crash loses it (the fault of a pop-then-push poller).
+/// - **Priorities** (`send_with`, `0..=9`, 0 first): besides the `pending`
+///   sorted set (by due time, what the inspection API lists), each pending
+///   job sits in its priority's sorted set and in its (priority, kind)'s, by
+///   due time then id (ids zero-padded, so equal due times go in send
+///   order). A set's head is its best job, so the reserve script leases the
+///   best of at most ten heads (`O(log n)` a job, exact however many jobs
+///   are due), with [aging](RedisBuilder::priority_aging) applied to the
+///   heads. A queue written before these sets (its jobs read as priority 0)
+///   is reindexed once, O(n), by the first reserve that finds the sets'
+///   counts differ from `pending`'s.
+/// - **`reserve_excluding`** runs the same script over the (priority, kind)
+///   sets of the kinds it may take: exact (1,000 excluded jobs ahead of one
+///   it may take cost nothing), `O(pairs)` a call for the distinct
+///   (priority, kind) pairs pending; with none of those due it sleeps until
+///   the next one is due, a lease ends, or a wake-up announces an earlier
+///   job (an excluded job's announcement wakes it for one script, no more).
+/// - **Uniqueness**: one hash maps each key to the job holding it, its
+///   covered states and the end of its period; the send script checks and
+///   sets it atomically, so racing sends store one job. The entry goes when
+///   its job is acked, cancelled or dead (unless its period runs on); each
+///   unique send sweeps up to 20 entries whose period ended.
+/// - **Schedules**: a hash per schedule (definition, next and last tick,
+///   the id of its pending tick job) and a set of names; store, remove and
+///   fire are one script each, fire a compare-and-set on the next tick that
+///   stores the tick's jobs and replaces the tick job.
 /// - **The server's clock.** Every script reads `TIME`, and a job is due when
 ///   the server's clock says so. `send_after(d)` goes as a delay, so a client
 ///   whose clock is hours off still schedules "in 5 s" as 5 s. An instant
@@ -145,6 +170,8 @@ struct Inner {
     token_keys: RandomState,
     /// Seconds the server keeps a change's result under its nonce.
     nonce_ttl: u64,
+    /// The priority aging step in µs (0: no aging).
+    aging_us: i64,
 }
 
 /// Options for [`RedisQueue`]: `RedisQueue::builder().max_attempts(5).connect(url, name)`.
@@ -157,6 +184,7 @@ pub struct RedisBuilder {
     io_timeout: Duration,
     liveness: Duration,
     skew_ns: i64,
+    aging: Option<Duration>,
 }
 
 impl Default for RedisBuilder {
@@ -177,6 +205,7 @@ impl RedisBuilder {
             io_timeout: Duration::from_secs(10),
             liveness: Duration::from_secs(5),
             skew_ns: 0,
+            aging: None,
         }
     }
 
@@ -220,6 +249,18 @@ impl RedisBuilder {
     /// liveness + `min(liveness, 1 s)` + the reconnect (`connect_timeout`).
     pub fn liveness(mut self, d: Duration) -> RedisBuilder {
         self.liveness = d;
+        self
+    }
+
+    /// Priority aging (off by default): a due job's effective priority is
+    /// its priority less one for every `step` it has been due (not below
+    /// 0), so a job of priority `p` waits at most `p * step` behind a stream
+    /// of more urgent ones. Reserves order due jobs by effective priority,
+    /// then deadline, then id. A step under 1 ms is
+    /// [`InvalidArgument`](DurableError::InvalidArgument) at connect. It
+    /// applies to this handle's reserves (set it alike on every consumer).
+    pub fn priority_aging(mut self, step: Duration) -> RedisBuilder {
+        self.aging = Some(step);
         self
     }
 
@@ -330,6 +371,13 @@ impl RedisBuilder {
         if self.liveness.is_zero() || self.io_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(DurableError::InvalidArgument("timeouts must be longer than zero"));
         }
+        let aging_us = match self.aging {
+            None => 0,
+            Some(step) if step < Duration::from_millis(1) => {
+                return Err(DurableError::InvalidArgument("a priority aging step must be at least 1 ms"))
+            }
+            Some(step) => i64::try_from(step.as_micros()).unwrap_or(i64::MAX),
+        };
         let metrics = Arc::new(Metrics::new(name));
         let pool =
             Pool::new(target, self.connect_timeout, Some(self.io_timeout), self.retry_for, metrics.clone());
@@ -373,6 +421,7 @@ impl RedisBuilder {
                 tokens: AtomicU64::new(0),
                 token_keys: RandomState::new(),
                 nonce_ttl,
+                aging_us,
             }),
         };
         // The first offset estimate, before any call converts a time.
@@ -421,6 +470,7 @@ fn parse_reserve(reply: Value, clock: &ServerClock) -> Result<Reserved, DurableE
         let payload = bytes(next()?);
         let kind = text(next()?);
         let error = text(next()?);
+        let priority = priority(&next()?)?;
         jobs.push(Job {
             id: JobId(id),
             payload,
@@ -430,7 +480,7 @@ fn parse_reserve(reply: Value, clock: &ServerClock) -> Result<Reserved, DurableE
             lease_until: clock.client_ns(lease_until),
             kind,
             last_error: (!error.is_empty()).then_some(error),
-            priority: 0,
+            priority,
         });
     }
     let tail: Vec<u64> = items.map(|v| int(&v).map(|n| n.max(0) as u64)).collect::<Result<_, _>>()?;
@@ -449,14 +499,14 @@ fn parse_dead(reply: Value, clock: &ServerClock) -> Result<Vec<Job>, DurableErro
     let mut items = array(reply)?.into_iter();
     items.next(); // the server's now: not needed
     let mut out = Vec::new();
-    while let (Some(id), Some(attempt), Some(deadline), Some(payload), Some(kind), Some(error)) =
-        (items.next(), items.next(), items.next(), items.next(), items.next(), items.next())
+    while let (Some(id), Some(attempt), Some(deadline), Some(payload), Some(kind), Some(error), Some(prio)) =
+        (items.next(), items.next(), items.next(), items.next(), items.next(), items.next(), items.next())
     {
         let error = text(error);
         out.push(Job {
             kind: text(kind),
             last_error: (!error.is_empty()).then_some(error),
-            priority: 0,
+            priority: priority(&prio)?,
             id: JobId(int(&id)? as u64),
             payload: bytes(payload),
             deadline: clock.client_ns(int(&deadline)?),
@@ -498,6 +548,15 @@ fn token(v: &Value) -> Result<u64, DurableError> {
         other => return Err(DurableError::Redis(format!("expected a token, got {other:?}"))),
     };
     text.parse().map_err(|_| DurableError::Redis(format!("expected a token, got {text:?}")))
+}
+
+/// A priority field (`0..=9`; a job stored before priorities reads as 0).
+fn priority(v: &Value) -> Result<u8, DurableError> {
+    let n = int(v)?;
+    u8::try_from(n)
+        .ok()
+        .filter(|p| *p <= crate::options::PRIORITY_LOWEST)
+        .ok_or_else(|| DurableError::Redis(format!("a job's priority is {n}, not in 0..=9")))
 }
 
 fn bytes(v: Value) -> Vec<u8> {
@@ -700,12 +759,17 @@ impl RedisQueue {
     }
 
     /// The reserve script's invocation, leasing up to `max` jobs (at most
-    /// [`MAX_RESERVE`]) for `lease_us`.
-    fn reserve_invocation(&self, lease_us: i64, max: usize) -> ScriptInvocation<'_> {
+    /// [`MAX_RESERVE`]) for `lease_us`, none of a kind in `exclude`.
+    fn reserve_invocation(&self, lease_us: i64, max: usize, exclude: &[String]) -> ScriptInvocation<'_> {
         let max = max.min(MAX_RESERVE);
         let tokens: Vec<u64> = (0..max).map(|_| self.token()).collect();
         let mut inv = self.invocation(Name::Reserve);
-        inv.arg(lease_us).arg(max).arg(&tokens);
+        inv.arg(lease_us).arg(max).arg(self.inner.aging_us);
+        inv.arg(if exclude.is_empty() { "" } else { "x" }).arg(exclude.len());
+        for kind in exclude {
+            inv.arg(kind);
+        }
+        inv.arg(&tokens);
         inv
     }
 
@@ -717,10 +781,10 @@ impl RedisQueue {
     }
 
     /// Runs the reserve script.
-    fn reserve_once(&self, lease_us: i64, max: usize) -> Result<Reserved, DurableError> {
+    fn reserve_once(&self, lease_us: i64, max: usize, exclude: &[String]) -> Result<Reserved, DurableError> {
         // Measured again first if due: the reply's times map through it.
         self.clock();
-        let inv = self.reserve_invocation(lease_us, max);
+        let inv = self.reserve_invocation(lease_us, max, exclude);
         let reply: Value = self.run("reserving", Name::Reserve, &inv)?;
         self.reserved(reply)
     }
@@ -751,7 +815,7 @@ impl RedisQueue {
         let Some(_registered) = stop.register(&waker) else {
             return Ok(None);
         };
-        Ok(self.reserve_many_until(lease, 1, None, Some(stop))?.pop())
+        Ok(self.reserve_many_until(lease, 1, None, Some(stop), &[])?.pop())
     }
 
     /// Waits up to `timeout` for due jobs and leases up to `max` of them in one
@@ -767,7 +831,7 @@ impl RedisQueue {
             return Err(DurableError::InvalidArgument("reserve_many needs max >= 1"));
         }
         let deadline = Instant::now().checked_add(timeout);
-        self.reserve_many_until(lease, max, Some(deadline), None)
+        self.reserve_many_until(lease, max, Some(deadline), None, &[])
     }
 
     fn reserve_until(
@@ -775,18 +839,20 @@ impl RedisQueue {
         lease: Duration,
         deadline: Option<Option<Instant>>,
     ) -> Result<Vec<Job>, DurableError> {
-        self.reserve_many_until(lease, 1, deadline, None)
+        self.reserve_many_until(lease, 1, deadline, None, &[])
     }
 
     /// `deadline`: `None` or `Some(None)` waits without limit. `stop`: also
     /// returns nothing once it is raised (its caller registered the notifier
-    /// with it, so raising it wakes the wait).
+    /// with it, so raising it wakes the wait). `exclude`: kinds not to lease
+    /// (the wait plans for the next due job of another kind).
     fn reserve_many_until(
         &self,
         lease: Duration,
         max: usize,
         deadline: Option<Option<Instant>>,
         stop: Option<&StopSignal>,
+        exclude: &[String],
     ) -> Result<Vec<Job>, DurableError> {
         let lease_us = Self::lease_us(lease)?;
         let deadline = deadline.flatten();
@@ -795,7 +861,7 @@ impl RedisQueue {
             // Read the generation before the script: a job made pending after
             // the script ran announces itself with a newer one.
             let seen = self.inner.notifier.generation();
-            let Reserved { server_now_us, jobs, next, .. } = self.reserve_once(lease_us, max)?;
+            let Reserved { server_now_us, jobs, next, .. } = self.reserve_once(lease_us, max, exclude)?;
             if !jobs.is_empty() {
                 return Ok(jobs);
             }
@@ -1056,9 +1122,9 @@ impl RedisQueue {
         let time = |v: &Value| int(v).ok().map(|us| crate::job::from_nanos(clock.client_ns(us)));
         let mut out = Vec::new();
         while let Some(id) = items.next() {
-            let f: Vec<Value> = items.by_ref().take(8).collect();
-            let [state, attempt, deadline, payload, kind, error, lease_until, score] =
-                <[Value; 8]>::try_from(f)
+            let f: Vec<Value> = items.by_ref().take(9).collect();
+            let [state, attempt, deadline, payload, kind, error, lease_until, score, prio] =
+                <[Value; 9]>::try_from(f)
                     .map_err(|_| DurableError::Redis("inspecting jobs: a short reply".into()))?;
             let state = match bytes(state).first() {
                 Some(b'l') => JobState::Leased,
@@ -1075,7 +1141,7 @@ impl RedisQueue {
                 lease_deadline: if state == JobState::Leased { time(&lease_until) } else { None },
                 died_at: if state == JobState::Dead { time(&score) } else { None },
                 last_error: (!error.is_empty()).then_some(error),
-                priority: 0,
+                priority: priority(&prio)?,
                 payload: bytes(payload),
             });
         }
@@ -1283,50 +1349,192 @@ impl JobQueue for RedisQueue {
     }
 }
 
-/// Issue 33's primitives (stubs until this backend implements them).
+/// Options, uniqueness, exclusion and the schedule store.
 impl RedisQueue {
-    /// Stores a job with options ([`JobQueue::send_with`](crate::JobQueue::send_with)).
+    /// Stores a job due at `at` with [`SendOptions`] (a kind, a priority, a
+    /// uniqueness key), in one script: with a key, the script returns the
+    /// job that holds it ([`Sent::Existing`]) and stores nothing, or stores
+    /// the job, which then holds the key ([`Sent::Created`]); racing sends
+    /// of one key, from any number of processes, store one job.
+    /// ([`JobQueue::send_with`](crate::JobQueue::send_with).)
     pub fn send_with(
         &self,
-        _payload: &[u8],
-        _at: SystemTime,
+        payload: &[u8],
+        at: SystemTime,
         opts: &SendOptions,
     ) -> Result<Sent, DurableError> {
         opts.check()?;
-        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+        self.check_payload(payload.len())?;
+        let due = self.due_at(at)?;
+        self.open()?;
+        let inv = self.send_with_invocation(payload, due, opts);
+        let reply: (i64, i64) = self.run("sending", Name::SendWith, &inv)?;
+        Ok(self.sent_with(reply))
     }
-    /// As `reserve_or_stop`, leasing no job of an excluded kind.
+
+    /// `PayloadTooLarge` for a payload over the handle's limit.
+    fn check_payload(&self, len: usize) -> Result<(), DurableError> {
+        if len > self.inner.max_payload {
+            return Err(DurableError::PayloadTooLarge { len, max: self.inner.max_payload });
+        }
+        Ok(())
+    }
+
+    /// The send-with script's invocation (options checked by the caller).
+    fn send_with_invocation(&self, payload: &[u8], due: Due, opts: &SendOptions) -> ScriptInvocation<'_> {
+        let mut inv = self.invocation(Name::SendWith);
+        inv.arg(self.nonce()).arg(self.inner.nonce_ttl).arg(self.inner.max_attempts);
+        inv.arg(due.arg()).arg(opts.get_kind()).arg(payload).arg(opts.get_priority());
+        match opts.get_unique() {
+            Some(u) => {
+                let states = match u.get_states() {
+                    UniqueStates::Pending => "p",
+                    UniqueStates::Leased => "l",
+                    UniqueStates::Both => "b",
+                };
+                inv.arg(u.key()).arg(states).arg(u.period_nanos().div_ceil(1000))
+            }
+            None => inv.arg("").arg("b").arg(0),
+        };
+        inv
+    }
+
+    /// The send-with script's reply `{created, id}`, recorded.
+    fn sent_with(&self, (created, id): (i64, i64)) -> Sent {
+        let id = JobId(id as u64);
+        if created == 1 {
+            self.inner.metrics.sent(1);
+            Sent::Created(id)
+        } else {
+            Sent::Existing(id)
+        }
+    }
+
+    /// As [`reserve_or_stop`](Self::reserve_or_stop), but leases no job whose
+    /// kind is in `exclude`: they stay pending, unleased, attempt uncounted
+    /// ([`JobQueue::reserve_excluding`](crate::JobQueue::reserve_excluding)).
+    /// Exact: the script compares the heads of the per-(priority, kind) sets
+    /// of the kinds not excluded, so however many excluded jobs are due, the
+    /// best job it may take is found in one script, and with none due it
+    /// sleeps until the next one of those is due (or a wake-up, or `stop`).
     pub fn reserve_excluding(
         &self,
-        _lease: Duration,
-        _exclude: &[String],
-        _stop: &StopSignal,
+        lease: Duration,
+        exclude: &[String],
+        stop: &StopSignal,
     ) -> Result<Option<Job>, DurableError> {
-        Err(DurableError::InvalidArgument("reserve_excluding is not implemented on this backend yet"))
+        Self::lease_us(lease)?;
+        let waker = std::task::Waker::from(self.inner.notifier.clone());
+        let Some(_registered) = stop.register(&waker) else {
+            return Ok(None);
+        };
+        Ok(self.reserve_many_until(lease, 1, None, Some(stop), exclude)?.pop())
     }
+
+    /// The schedule store: creates or replaces a schedule and its pending
+    /// tick job, in one script.
     #[doc(hidden)]
     pub fn schedule_store(
         &self,
-        _name: &str,
-        _def: &[u8],
-        _next_run_us: Option<u64>,
+        name: &str,
+        def: &[u8],
+        next_run_us: Option<u64>,
     ) -> Result<(), DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+        check_schedule_name(name)?;
+        let max = self.inner.max_payload.saturating_add(4096);
+        if def.len() > max {
+            return Err(DurableError::PayloadTooLarge { len: def.len(), max });
+        }
+        let due = match next_run_us {
+            Some(us) => self.due_at(from_us(us))?.arg(),
+            None => String::new(),
+        };
+        self.open()?;
+        let mut inv = self.invocation(Name::SchedStore);
+        inv.arg(self.nonce()).arg(self.inner.nonce_ttl).arg(name).arg(def);
+        inv.arg(next_run_us.map_or(String::new(), |us| us.to_string())).arg(due).arg(self.inner.max_attempts);
+        let _: i64 = self.run("storing a schedule", Name::SchedStore, &inv)?;
+        Ok(())
     }
+
+    /// The schedule store: one schedule.
     #[doc(hidden)]
-    pub fn schedule_get(&self, _name: &str) -> Result<Option<StoredSchedule>, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    pub fn schedule_get(&self, name: &str) -> Result<Option<StoredSchedule>, DurableError> {
+        check_schedule_name(name)?;
+        Ok(self.schedules_read(name)?.pop())
     }
+
+    /// The schedule store: every schedule, by name.
     #[doc(hidden)]
     pub fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+        let mut all = self.schedules_read("")?;
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(all)
     }
-    #[doc(hidden)]
-    pub fn schedule_remove(&self, _name: &str) -> Result<bool, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+
+    fn schedules_read(&self, name: &str) -> Result<Vec<StoredSchedule>, DurableError> {
+        let mut inv = self.invocation(Name::SchedRead);
+        inv.arg(name);
+        let reply: Value = self.run("reading schedules", Name::SchedRead, &inv)?;
+        let mut items = array(reply)?.into_iter();
+        let mut out = Vec::new();
+        let us = |v: Value| -> Result<Option<u64>, DurableError> {
+            let t = text(v);
+            if t.is_empty() {
+                return Ok(None);
+            }
+            t.parse().map(Some).map_err(|_| DurableError::Redis(format!("a schedule's time is {t:?}")))
+        };
+        while let (Some(name), Some(def), Some(next), Some(last)) =
+            (items.next(), items.next(), items.next(), items.next())
+        {
+            out.push(StoredSchedule {
+                name: text(name),
+                def: bytes(def),
+                next_run_us: us(next)?,
+                last_run_us: us(last)?,
+            });
+        }
+        Ok(out)
     }
+
+    /// The schedule store: deletes a schedule and its pending tick job.
     #[doc(hidden)]
-    pub fn schedule_fire(&self, _name: &str, _fire: &Fire) -> Result<bool, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    pub fn schedule_remove(&self, name: &str) -> Result<bool, DurableError> {
+        check_schedule_name(name)?;
+        self.flag("removing a schedule", Name::SchedRemove, &[name.to_string()])
+    }
+
+    /// The schedule store: fires one tick, compare-and-set on the next tick,
+    /// in one script.
+    #[doc(hidden)]
+    pub fn schedule_fire(&self, name: &str, fire: &Fire) -> Result<bool, DurableError> {
+        check_schedule_name(name)?;
+        check_kind(&fire.kind)?;
+        check_priority(fire.priority)?;
+        self.check_payload(fire.payload.len())?;
+        let clock = self.clock();
+        let mut dues = Vec::with_capacity(fire.deadlines_us.len());
+        for &us in &fire.deadlines_us {
+            dues.push(clock.at(from_us(us))?.arg());
+        }
+        let next_due = clock.at(from_us(fire.next_run_us))?.arg();
+        self.open()?;
+        let mut inv = self.invocation(Name::SchedFire);
+        inv.arg(self.nonce()).arg(self.inner.nonce_ttl).arg(name);
+        inv.arg(fire.expect_next_us.to_string())
+            .arg(fire.next_run_us.to_string())
+            .arg(fire.last_run_us.to_string());
+        inv.arg(next_due).arg(clock.offset_us());
+        inv.arg(&fire.kind).arg(&fire.payload[..]).arg(fire.priority).arg(self.inner.max_attempts);
+        inv.arg(dues.len());
+        for due in &dues {
+            inv.arg(due);
+        }
+        let r: i64 = self.run("firing a schedule", Name::SchedFire, &inv)?;
+        if r == 1 {
+            self.inner.metrics.sent(dues.len());
+        }
+        Ok(r == 1)
     }
 }
