@@ -32,6 +32,7 @@ fn open_pg(opts: Opts) -> Option<PgQueue> {
 }
 
 conformance_tests!(super::open_pg);
+feature_tests!(super::open_pg);
 
 #[test]
 fn the_harness_serves_only_loopback_with_fsync_on_and_trusts_only_its_own_server() {

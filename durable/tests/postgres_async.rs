@@ -35,6 +35,7 @@ fn open_async(opts: Opts) -> Option<BlockOn<AsyncPgQueue, Futures>> {
 }
 
 conformance_tests!(super::open_async);
+send_with_tests!(super::open_async);
 
 const LEASE: Duration = Duration::from_secs(60);
 

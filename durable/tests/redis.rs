@@ -39,6 +39,7 @@ fn open_redis(opts: Opts) -> Option<RedisQueue> {
 }
 
 conformance_tests!(super::open_redis);
+feature_tests!(super::open_redis);
 
 const LEASE: Duration = Duration::from_secs(30);
 

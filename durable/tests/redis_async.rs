@@ -46,6 +46,7 @@ fn open_async(opts: Opts) -> Option<BlockOn<AsyncRedisQueue, Tokio>> {
 }
 
 conformance_tests!(super::open_async);
+send_with_tests!(super::open_async);
 
 fn fresh() -> Option<(AsyncRedisQueue, Tokio)> {
     let server = shared()?;

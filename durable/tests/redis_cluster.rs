@@ -49,6 +49,7 @@ fn open_cluster(opts: Opts) -> Option<RedisQueue> {
 }
 
 conformance_tests!(super::open_cluster);
+feature_tests!(super::open_cluster);
 
 /// The conformance suite through `AsyncRedisQueue` on the cluster (its
 /// async cluster connection), on a tokio runtime's `block_on`.
@@ -77,6 +78,7 @@ mod async_client {
     }
 
     crate::conformance_tests!(super::open_async);
+    crate::send_with_tests!(super::open_async);
 
     /// `AsyncRedisQueue::connect_cluster`: a job round trip, on the master
     /// that owns the queue's slot.
