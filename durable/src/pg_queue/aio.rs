@@ -8,16 +8,16 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::ops::{at_us, delay_us, lease_us, Inner, Reserved};
+use super::ops::{at_us, delay_us, lease_us, Inner, OneSend, Reserved};
 use super::pool::pg_error;
 use super::schema::Stmt;
 use super::{batch, plan, PgQueue};
-use crate::options::{SendOptions, Sent};
 use crate::async_contract::AsyncJobQueue;
 use crate::error::DurableError;
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
 #[cfg(feature = "serde")]
 use crate::kind::JobKind;
+use crate::options::{SendOptions, Sent};
 use crate::stop::StopSignal;
 
 /// A [`PgQueue`] with async methods ([`AsyncJobQueue`]), on **any
@@ -155,7 +155,7 @@ impl AsyncPgQueue {
             let seen = notifier.generation();
             let inner = self.inner();
             let Reserved { jobs, server_now, next } =
-                self.run(async move { inner.reserve(lease_us, max).await }).await?;
+                self.run(async move { inner.reserve(lease_us, max, &[]).await }).await?;
             if !jobs.is_empty() {
                 return Ok(jobs);
             }
@@ -405,9 +405,29 @@ impl AsyncJobQueue for AsyncPgQueue {
         let inner = self.inner();
         Ok(self.run(async move { inner.requeue(&[id], at).await }).await?[0])
     }
-    async fn send_with(&self, payload: &[u8], at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
-        let _ = (payload, at);
+    async fn send_with(
+        &self,
+        payload: &[u8],
+        at: SystemTime,
+        opts: &SendOptions,
+    ) -> Result<Sent, DurableError> {
         opts.check()?;
-        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+        let inner = self.inner();
+        inner.check_payloads([payload])?;
+        let due = at_us(at)?;
+        let (payload, opts) = (payload.to_vec(), opts.clone());
+        let (id, created) = self
+            .run(async move {
+                let job = OneSend {
+                    kind: opts.get_kind(),
+                    payload: &payload,
+                    due,
+                    priority: opts.get_priority(),
+                    unique: opts.get_unique(),
+                };
+                inner.send_with(job).await
+            })
+            .await?;
+        Ok(if created { Sent::Created(id) } else { Sent::Existing(id) })
     }
 }
