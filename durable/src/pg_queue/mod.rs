@@ -61,13 +61,43 @@ use self::schema::{Sql, Stmt};
 ///   atomic: there is no step between "take the due job" and "hand it out"
 ///   in which a crash loses it.
 /// - **Reserve** selects due jobs `FOR UPDATE SKIP LOCKED` on a partial
-///   index of (queue, due time, id) over pending and leased jobs, so
-///   concurrent consumers never wait for each other nor take the same job,
-///   and jobs come due first, then by id (FIFO among equal deadlines). A
-///   leased job's due time is its lease end: when it passes, the job is
-///   handed out again as its next attempt, or buried after its last one.
-///   Lease tokens are random 64-bit numbers drawn by the client: a stale
-///   ack matches nothing.
+///   index of (queue, priority, due time, id) over pending and leased jobs,
+///   one range scan per priority level, most urgent first (at most 10; an
+///   empty level costs one index probe), so concurrent consumers never wait
+///   for each other nor take the same job, and jobs come by priority, then
+///   due time, then id (FIFO among equal deadlines). A leased job's due time
+///   is its lease end: when it passes, the job is handed out again as its
+///   next attempt, or buried after its last one. Lease tokens are random
+///   64-bit numbers drawn by the client: a stale ack matches nothing.
+/// - **Priority aging** ([`priority_aging`](PgBuilder::priority_aging), off
+///   by default): the effective priority of a due job is its priority less
+///   one per step waited since its due time. Within a level the index is in
+///   due order, so each level's oldest jobs are its most aged: the reserve
+///   reads the first due jobs of each level without a lock (10 range scans
+///   of at most `max + 32` entries), merges them by (effective priority,
+///   due time, id), then locks them in that order by primary key, `SKIP
+///   LOCKED`. Cost: 10 index scans and a sort of at most `10 * (max + 32)`
+///   ids per reserve, whatever the backlog. A job whose lease ran out ages
+///   from its lease's end.
+/// - **Uniqueness keys** live in a `unique_keys` table (queue, key, the
+///   job, the states covered, the end of the period). A send with a key
+///   inserts its row `ON CONFLICT DO NOTHING`, or locks the existing one
+///   `FOR UPDATE`, before it decides, so racing sends of one key — threads,
+///   processes, machines — are serialized on that row and store one job.
+///   A job's deletion or death releases its key (a row trigger that jobs
+///   without a key never call), unless its period still runs; each unique
+///   send sweeps up to 16 rows whose period ran out.
+/// - **Excluded kinds** ([`reserve_excluding`](Self::reserve_excluding))
+///   add `kind <> ALL($excluded)` to the reserve's scans and to the next
+///   due time a waiter sleeps until, so due jobs of an excluded kind neither
+///   get leased nor keep the waiter awake; it is woken by notifications as
+///   any waiter (and re-checks). Cost: the due jobs of excluded kinds ahead
+///   of the first it may take are read and skipped, each call.
+/// - **Schedules** are rows of a `schedules` table (queue, name, definition,
+///   next and last tick, the id of the pending tick job). Each schedule call
+///   is one SQL function; a fire locks the schedule's row and fires only if
+///   its next tick is the one expected (compare-and-set), storing the
+///   tick's jobs and replacing the tick job in that transaction.
 /// - **The server's clock.** Due times are compared with
 ///   `clock_timestamp()` on the server, and `send_after(d)` and leases are
 ///   delays added there, so a client whose clock is off still schedules "in
@@ -107,7 +137,10 @@ use self::schema::{Sql, Stmt};
 ///   (feature `postgres-async`).
 ///
 /// The schema is created, or brought to this version, when the queue is
-/// opened: see [`PgBuilder::connect`].
+/// opened: see [`PgBuilder::connect`]. Version 2 (priorities, uniqueness,
+/// schedules) adds columns with constant defaults (no table rewrite), an
+/// index, two tables and functions; handles opened before the upgrade keep
+/// working (version 1's reserve is kept, in priority order).
 #[derive(Clone)]
 pub struct PgQueue {
     inner: Arc<Inner>,

@@ -3,7 +3,8 @@
 //!
 //! Everything lives in one schema the user chooses (`delayq` by default):
 //! one `jobs` table for every named queue of that schema (the queue's name
-//! is the first column of each key), a sequence for ids, and the functions
+//! is the first column of each key), a sequence for ids, the uniqueness
+//! keys and the schedules (version 2), and the functions
 //! that make each state change one statement and one round trip (as the
 //! Redis backend's Lua scripts do). Times are microseconds since the Unix
 //! epoch by the server's clock (`clock_timestamp()`).
@@ -434,7 +435,6 @@ BEGIN
                     LIMIT lim - n
                     FOR UPDATE SKIP LOCKED
                 LOOP
-                    took := took + 1;
                     IF r.state = 1 THEN
                         PERFORM {s}.tally(q, r.kind, 0, 1);
                     END IF;
@@ -461,8 +461,10 @@ BEGIN
                 EXIT WHEN n >= lim;
             END LOOP;
         END IF;
-        -- Again only if this round buried (or, aging, took) a job and may
-        -- find more: a round that took nothing found nothing to take.
+        -- Again only if this round may have left jobs to take: without
+        -- aging, if it buried some (as version 1); with aging, if it took
+        -- any (its candidates were cut at lim + 32 a level). A round that
+        -- took nothing found nothing to take.
         EXIT WHEN n >= lim OR (step > 0 AND took = 0) OR (step <= 0 AND buried = 0);
     END LOOP;
     IF n = 0 THEN
