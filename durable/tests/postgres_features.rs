@@ -312,6 +312,39 @@ fn sixteen_threads_racing_each_key_store_one_job_per_key() {
     assert_eq!(unique_rows(&name), keys as i64);
 }
 
+#[test]
+fn racing_sends_whose_periods_run_out_meanwhile_sweep_without_deadlocks_and_keep_one_live_job_per_key() {
+    let Some(server) = shared() else { return };
+    let name = unique("sweep");
+    let handles: Vec<PgQueue> = (0..2).map(|_| PgQueue::connect(&server.url(), &name).unwrap()).collect();
+    let keys = scaled(200);
+    let threads = 8;
+    let barrier = Barrier::new(threads);
+    // Periods of 1 ms run out during the run: every send sweeps rows that
+    // other sends are locking; the live (pending) job still holds its key.
+    let created: usize = thread::scope(|s| {
+        let all: Vec<_> = (0..threads)
+            .map(|t| {
+                let (q, barrier) = (&handles[t % handles.len()], &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    let mut created = 0;
+                    for i in 0..keys {
+                        let k = (i * 7 + t * 13) % keys;
+                        let opts = SendOptions::new().unique(Unique::new(format!("key-{k}")).period(ms(1)));
+                        let at = SystemTime::now() + Duration::from_secs(3600);
+                        created += q.send_with(b"x", at, &opts).unwrap().created() as usize;
+                    }
+                    created
+                })
+            })
+            .collect();
+        all.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(created, keys);
+    assert_eq!(handles[0].len().unwrap(), keys as u64);
+}
+
 // ------------------------------------------------------------- reserve_excluding
 
 /// CPU time this thread has used.

@@ -287,11 +287,32 @@ CREATE TRIGGER jobs_unique_dead AFTER UPDATE OF state ON {s}.jobs
     FOR EACH ROW WHEN (OLD.unique_key IS NOT NULL AND NEW.state = 2 AND OLD.state < 2)
     EXECUTE FUNCTION {s}.unique_release();
 
+-- Removes up to 16 key rows of queue `q` whose period ran out by `now`
+-- and whose job is gone or dead; a row whose job lives is kept, held by
+-- its states only (released by the triggers). Rows another transaction
+-- holds are skipped: a send runs this after it holds its own key, and it
+-- waits for nothing, so two sends never wait for each other's keys.
+CREATE FUNCTION {s}.unique_sweep(q text, now bigint) RETURNS void LANGUAGE sql AS $$
+    WITH old AS (
+        SELECT x.key, x.job_id FROM {s}.unique_keys x
+        WHERE x.queue = q AND x.until_us <= now
+        ORDER BY x.until_us LIMIT 16 FOR UPDATE SKIP LOCKED),
+    gone AS (
+        DELETE FROM {s}.unique_keys x USING old
+        WHERE x.queue = q AND x.key = old.key
+          AND NOT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.queue = q AND j.id = old.job_id AND j.state < 2)),
+    kept AS (
+        UPDATE {s}.unique_keys x SET until_us = NULL FROM old
+        WHERE x.queue = q AND x.key = old.key
+          AND EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.queue = q AND j.id = old.job_id AND j.state < 2))
+    SELECT 1
+$$;
+
 -- Stores one job due at `due` (server µs) with a priority and, when `ukey`
 -- is not NULL, a uniqueness key: if a job holds the key, stores nothing and
 -- returns that job (created false). The key's row is inserted, or locked,
 -- before anything is decided, so racing sends of one key are serialized
--- on it and store one job. Sweeps up to 16 mappings whose period ran out.
+-- on it and store one job. Then sweeps up to 16 rows whose period ran out.
 CREATE FUNCTION {s}.send_with(q text, last_attempt integer, k text, p bytea, due bigint,
                               prio smallint, ukey text, ustates smallint, period_us bigint)
 RETURNS TABLE (id bigint, created boolean) LANGUAGE plpgsql AS $$
@@ -302,24 +323,8 @@ DECLARE
     u record;
     st smallint;
     held boolean;
-    swept integer;
 BEGIN
     IF ukey IS NOT NULL THEN
-        WITH old AS (
-            SELECT x.key, x.job_id FROM {s}.unique_keys x
-            WHERE x.queue = q AND x.until_us <= now
-            ORDER BY x.until_us LIMIT 16 FOR UPDATE SKIP LOCKED),
-        gone AS (
-            DELETE FROM {s}.unique_keys x USING old
-            WHERE x.queue = q AND x.key = old.key
-              AND NOT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.queue = q AND j.id = old.job_id AND j.state < 2)),
-        kept AS (
-            -- The period ran out but the job lives: held by its state only,
-            -- released by the triggers.
-            UPDATE {s}.unique_keys x SET until_us = NULL FROM old
-            WHERE x.queue = q AND x.key = old.key
-              AND EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.queue = q AND j.id = old.job_id AND j.state < 2))
-        SELECT 1 INTO swept;
         LOOP
             INSERT INTO {s}.unique_keys AS x (queue, key, job_id, states, until_us)
             VALUES (q, ukey, jid, ustates, CASE WHEN period_us > 0 THEN now + period_us END)
@@ -334,6 +339,7 @@ BEGIN
                     held := FOUND AND st < 2 AND (u.states = 2 OR u.states = st);
                 END IF;
                 IF held THEN
+                    PERFORM {s}.unique_sweep(q, now);
                     id := u.job_id;
                     created := false;
                     RETURN NEXT;
@@ -346,6 +352,7 @@ BEGIN
             END IF;
             -- Deleted between the insert and the lock: try again.
         END LOOP;
+        PERFORM {s}.unique_sweep(q, now);
     END IF;
     INSERT INTO {s}.jobs (queue, id, state, due_us, deadline_us, last_attempt, kind, payload, priority, unique_key)
     VALUES (q, jid, 0, due, due, send_with.last_attempt, k, p, prio, ukey);
