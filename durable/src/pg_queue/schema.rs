@@ -256,6 +256,9 @@ ALTER TABLE {s}.jobs ADD COLUMN unique_key text;
 -- What reserve reads: per priority level, due first, then by id; each
 -- level's head is its oldest (most aged) due job.
 CREATE INDEX jobs_ready ON {s}.jobs (queue, priority, due_us, id) WHERE state < 2;
+-- What a reserve that excludes kinds reads: the kinds present (a skip
+-- scan), then per kind it may take and level, due first, then by id.
+CREATE INDEX jobs_kind_ready ON {s}.jobs (queue, kind, priority, due_us, id) WHERE state < 2;
 
 -- Uniqueness keys: the job that holds (or last held) each key, the states
 -- its send covered (0 pending, 1 leased, 2 both) and the end of its period
@@ -367,11 +370,15 @@ $$;
 -- its token from `tokens`, skipping rows other reservers hold. The order:
 -- priority, then due time, then id; with `step` > 0 (aging, µs), the
 -- effective priority greatest(priority - (now - due) / step, 0) first.
--- Without aging: one SKIP LOCKED range scan per priority level (at most
--- 10). With aging: each level's first `lim + 32` due jobs read without a
--- lock (10 range scans; a level is ordered by due time, so by effective
--- priority too), merged by the effective key, then locked one by one by
--- primary key, SKIP LOCKED, again while a round leases anything. A lease
+-- Without aging or exclusions: one SKIP LOCKED range scan per priority
+-- level (at most 10). With aging: each level's first `lim + 32` due jobs
+-- read without a lock (10 range scans; a level is ordered by due time, so
+-- by effective priority too), merged by the key, then locked one by one by
+-- primary key, SKIP LOCKED, again while a round leases anything. With
+-- kinds excluded: the kinds present found by a skip scan of
+-- jobs_kind_ready (one probe per kind), then the same with each allowed
+-- kind's and level's first `lim + 4` due jobs, so the excluded jobs are
+-- never read. A lease
 -- that ran out on the last attempt is buried on the way. With no job, one
 -- row of NULLs but the server's now and the next due time of a job it may
 -- take.
@@ -389,21 +396,46 @@ DECLARE
     buried integer;
     level integer;
     cand bigint;
+    cands bigint[];
     r record;
+    -- With kinds excluded: the kinds present that it may take (NULL: any).
+    allowed text[];
 BEGIN
+    IF cardinality(excluded) > 0 THEN
+        allowed := ARRAY(
+            WITH RECURSIVE k(kind) AS (
+                (SELECT j.kind FROM {s}.jobs j WHERE j.queue = q AND j.state < 2
+                 ORDER BY j.kind LIMIT 1)
+                UNION ALL
+                SELECT (SELECT j.kind FROM {s}.jobs j WHERE j.queue = q AND j.state < 2 AND j.kind > k.kind
+                        ORDER BY j.kind LIMIT 1)
+                FROM k WHERE k.kind IS NOT NULL)
+            SELECT k.kind FROM k WHERE k.kind IS NOT NULL AND k.kind <> ALL(excluded));
+    END IF;
     LOOP
         took := 0;
         buried := 0;
-        IF step > 0 THEN
-            FOR cand IN
+        IF allowed IS NOT NULL THEN
+            cands := ARRAY(
+                SELECT c.id FROM unnest(allowed) AS a(kind) CROSS JOIN generate_series(0, 9) AS l(level)
+                CROSS JOIN LATERAL (
+                    SELECT j.id, j.due_us, j.priority FROM {s}.jobs j
+                    WHERE j.queue = q AND j.state < 2 AND j.kind = a.kind AND j.priority = l.level
+                      AND j.due_us <= now
+                    ORDER BY j.due_us, j.id LIMIT lim - n + 4) AS c
+                ORDER BY CASE WHEN step > 0 THEN greatest(c.priority - (now - c.due_us) / step, 0)
+                              ELSE c.priority END, c.due_us, c.id);
+        ELSIF step > 0 THEN
+            cands := ARRAY(
                 SELECT c.id FROM generate_series(0, 9) AS l(level)
                 CROSS JOIN LATERAL (
                     SELECT j.id, j.due_us, j.priority FROM {s}.jobs j
                     WHERE j.queue = q AND j.state < 2 AND j.priority = l.level AND j.due_us <= now
-                      AND j.kind <> ALL(excluded)
                     ORDER BY j.due_us, j.id LIMIT lim - n + 32) AS c
-                ORDER BY greatest(c.priority - (now - c.due_us) / step, 0), c.due_us, c.id
-            LOOP
+                ORDER BY greatest(c.priority - (now - c.due_us) / step, 0), c.due_us, c.id);
+        END IF;
+        IF cands IS NOT NULL THEN
+            FOREACH cand IN ARRAY cands LOOP
                 SELECT j.id, j.state, j.attempt, j.last_attempt, j.kind INTO r FROM {s}.jobs j
                 WHERE j.queue = q AND j.id = cand AND j.state < 2 AND j.due_us <= now
                 FOR UPDATE SKIP LOCKED;
@@ -437,7 +469,6 @@ BEGIN
                 FOR r IN
                     SELECT j.id, j.state, j.attempt, j.last_attempt, j.kind FROM {s}.jobs j
                     WHERE j.queue = q AND j.state < 2 AND j.priority = level AND j.due_us <= now
-                      AND j.kind <> ALL(excluded)
                     ORDER BY j.due_us, j.id
                     LIMIT lim - n
                     FOR UPDATE SKIP LOCKED
@@ -469,10 +500,10 @@ BEGIN
             END LOOP;
         END IF;
         -- Again only if this round may have left jobs to take: without
-        -- aging, if it buried some (as version 1); with aging, if it took
-        -- any (its candidates were cut at lim + 32 a level). A round that
-        -- took nothing found nothing to take.
-        EXIT WHEN n >= lim OR (step > 0 AND took = 0) OR (step <= 0 AND buried = 0);
+        -- candidates, if it buried some (as version 1); with candidates, if
+        -- it took any (they were cut at a few a level). A round that took
+        -- nothing found nothing to take.
+        EXIT WHEN n >= lim OR (cands IS NOT NULL AND took = 0) OR (cands IS NULL AND buried = 0);
     END LOOP;
     IF n = 0 THEN
         id := NULL; attempt := NULL; token := NULL; lease_until := NULL; deadline := NULL;
@@ -481,9 +512,18 @@ BEGIN
         -- Read without a lock (a reserve that finds nothing writes
         -- nothing). A due time already past is a job another transaction
         -- holds this moment; excluded kinds are no wake-up of this caller.
-        SELECT j.due_us INTO next_due FROM {s}.jobs j
-        WHERE j.queue = q AND j.state < 2 AND j.kind <> ALL(excluded)
-        ORDER BY j.due_us, j.id LIMIT 1;
+        IF allowed IS NULL THEN
+            SELECT j.due_us INTO next_due FROM {s}.jobs j
+            WHERE j.queue = q AND j.state < 2
+            ORDER BY j.due_us, j.id LIMIT 1;
+        ELSE
+            SELECT min(h.due_us) INTO next_due
+            FROM unnest(allowed) AS a(kind) CROSS JOIN generate_series(0, 9) AS l(level)
+            CROSS JOIN LATERAL (
+                SELECT j.due_us FROM {s}.jobs j
+                WHERE j.queue = q AND j.state < 2 AND j.kind = a.kind AND j.priority = l.level
+                ORDER BY j.due_us LIMIT 1) AS h;
+        END IF;
         RETURN NEXT;
     END IF;
 END
