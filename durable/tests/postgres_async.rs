@@ -112,3 +112,30 @@ fn an_idle_reserve_is_not_polled_while_nothing_happens() {
     // have been woken dozens of times in 1.5 s.
     assert!(polls <= 5, "an idle reserve was polled {polls} times in 1.5 s");
 }
+
+#[test]
+fn async_send_with_stores_the_priority_and_racing_sends_of_one_key_store_one_job() {
+    use delayq_durable::{SendOptions, Sent, Unique};
+    use std::time::SystemTime;
+    let Some(server) = shared() else { return };
+    let q = AsyncPgQueue::connect(&server.url(), &unique("asendwith")).unwrap();
+    use futures::executor::block_on as block;
+    let now = SystemTime::now();
+    let low = block(q.send_with(b"low", now, &SendOptions::new().priority(9))).unwrap();
+    let high = block(q.send_with(b"high", now, &SendOptions::new().priority(1).kind("k"))).unwrap();
+    assert!(low.created() && high.created());
+    let job = block(q.reserve(LEASE)).unwrap();
+    assert_eq!((job.id(), job.priority(), job.kind()), (high.id(), 1, "k"));
+    assert!(block(q.send_with(b"x", now, &SendOptions::new().priority(10))).is_err());
+
+    let opts = SendOptions::new().unique(Unique::new("one"));
+    let later = now + Duration::from_secs(3600);
+    let sent: Vec<Sent> = std::thread::scope(|s| {
+        let all: Vec<_> =
+            (0..8).map(|_| s.spawn(|| block(q.send_with(b"u", later, &opts)).unwrap())).collect();
+        all.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let created: Vec<&Sent> = sent.iter().filter(|s| s.created()).collect();
+    assert_eq!(created.len(), 1, "{sent:?}");
+    assert!(sent.iter().all(|s| s.id() == created[0].id()));
+}

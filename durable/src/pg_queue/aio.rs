@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::ops::{at_us, delay_us, lease_us, Inner, Reserved};
+use super::ops::{at_us, delay_us, lease_us, Inner, OneSend, Reserved};
 use super::pool::pg_error;
 use super::schema::Stmt;
 use super::{batch, plan, PgQueue};
@@ -155,7 +155,7 @@ impl AsyncPgQueue {
             let seen = notifier.generation();
             let inner = self.inner();
             let Reserved { jobs, server_now, next } =
-                self.run(async move { inner.reserve(lease_us, max).await }).await?;
+                self.run(async move { inner.reserve(lease_us, max, &[]).await }).await?;
             if !jobs.is_empty() {
                 return Ok(jobs);
             }
@@ -411,8 +411,23 @@ impl AsyncJobQueue for AsyncPgQueue {
         at: SystemTime,
         opts: &SendOptions,
     ) -> Result<Sent, DurableError> {
-        let _ = (payload, at);
         opts.check()?;
-        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+        let inner = self.inner();
+        inner.check_payloads([payload])?;
+        let due = at_us(at)?;
+        let (payload, opts) = (payload.to_vec(), opts.clone());
+        let (id, created) = self
+            .run(async move {
+                let job = OneSend {
+                    kind: opts.get_kind(),
+                    payload: &payload,
+                    due,
+                    priority: opts.get_priority(),
+                    unique: opts.get_unique(),
+                };
+                inner.send_with(job).await
+            })
+            .await?;
+        Ok(if created { Sent::Created(id) } else { Sent::Existing(id) })
     }
 }

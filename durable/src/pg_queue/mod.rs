@@ -24,13 +24,13 @@ use crate::contract::JobQueue;
 use crate::error::DurableError;
 use crate::job::{check_kind, clip_error, Job, JobId, Stats};
 use crate::notifier::Notifier;
-use crate::options::{SendOptions, Sent};
+use crate::options::{check_priority, SendOptions, Sent};
 use crate::stop::StopSignal;
-use crate::stored::{Fire, StoredSchedule};
+use crate::stored::{check_schedule_name, from_us, Fire, StoredSchedule};
 
 use self::listen::Listen;
 pub(crate) use self::ops::at_us;
-use self::ops::{delay_us, lease_us, Inner, Reserved};
+use self::ops::{delay_us, lease_us, FireUs, Inner, OneSend, Reserved};
 use self::pool::{call, pg_error, Pool, Retry};
 use self::schema::{Sql, Stmt};
 
@@ -61,13 +61,47 @@ use self::schema::{Sql, Stmt};
 ///   atomic: there is no step between "take the due job" and "hand it out"
 ///   in which a crash loses it.
 /// - **Reserve** selects due jobs `FOR UPDATE SKIP LOCKED` on a partial
-///   index of (queue, due time, id) over pending and leased jobs, so
-///   concurrent consumers never wait for each other nor take the same job,
-///   and jobs come due first, then by id (FIFO among equal deadlines). A
-///   leased job's due time is its lease end: when it passes, the job is
-///   handed out again as its next attempt, or buried after its last one.
-///   Lease tokens are random 64-bit numbers drawn by the client: a stale
-///   ack matches nothing.
+///   index of (queue, priority, due time, id) over pending and leased jobs,
+///   one range scan per priority level, most urgent first (at most 10; an
+///   empty level costs one index probe), so concurrent consumers never wait
+///   for each other nor take the same job, and jobs come by priority, then
+///   due time, then id (FIFO among equal deadlines). A leased job's due time
+///   is its lease end: when it passes, the job is handed out again as its
+///   next attempt, or buried after its last one. Lease tokens are random
+///   64-bit numbers drawn by the client: a stale ack matches nothing.
+/// - **Priority aging** ([`priority_aging`](PgBuilder::priority_aging), off
+///   by default): the effective priority of a due job is its priority less
+///   one per step waited since its due time. Within a level the index is in
+///   due order, so each level's oldest jobs are its most aged: the reserve
+///   reads the first due jobs of each level without a lock (10 range scans
+///   of at most `max + 32` entries), merges them by (effective priority,
+///   due time, id), then locks them in that order by primary key, `SKIP
+///   LOCKED`. Cost: 10 index scans and a sort of at most `10 * (max + 32)`
+///   ids per reserve, whatever the backlog. A job whose lease ran out ages
+///   from its lease's end.
+/// - **Uniqueness keys** live in a `unique_keys` table (queue, key, the
+///   job, the states covered, the end of the period). A send with a key
+///   inserts its row `ON CONFLICT DO NOTHING`, or locks the existing one
+///   `FOR UPDATE`, before it decides, so racing sends of one key — threads,
+///   processes, machines — are serialized on that row and store one job.
+///   A job's deletion or death releases its key (a row trigger that jobs
+///   without a key never call), unless its period still runs; each unique
+///   send sweeps up to 16 rows whose period ran out.
+/// - **Excluded kinds** ([`reserve_excluding`](Self::reserve_excluding)):
+///   the reserve finds the kinds of the pending and leased jobs by a skip
+///   scan of an index of (queue, kind, priority, due time, id) — one probe
+///   per kind — and reads, for each kind it may take and each level, the
+///   first due jobs, merged and locked as with aging; the next due time a
+///   waiter sleeps until is the earliest among those kinds. So due jobs of
+///   an excluded kind are never read, never leased, and do not keep the
+///   waiter awake (a notification of one wakes it to re-check once). Cost:
+///   about 11 index probes per kind present, whatever the backlog, and one
+///   more index to maintain on every state change.
+/// - **Schedules** are rows of a `schedules` table (queue, name, definition,
+///   next and last tick, the id of the pending tick job). Each schedule call
+///   is one SQL function; a fire locks the schedule's row and fires only if
+///   its next tick is the one expected (compare-and-set), storing the
+///   tick's jobs and replacing the tick job in that transaction.
 /// - **The server's clock.** Due times are compared with
 ///   `clock_timestamp()` on the server, and `send_after(d)` and leases are
 ///   delays added there, so a client whose clock is off still schedules "in
@@ -107,7 +141,10 @@ use self::schema::{Sql, Stmt};
 ///   (feature `postgres-async`).
 ///
 /// The schema is created, or brought to this version, when the queue is
-/// opened: see [`PgBuilder::connect`].
+/// opened: see [`PgBuilder::connect`]. Version 2 (priorities, uniqueness,
+/// schedules) adds columns with constant defaults (no table rewrite), an
+/// index, two tables and functions; handles opened before the upgrade keep
+/// working (version 1's reserve is kept, in priority order).
 #[derive(Clone)]
 pub struct PgQueue {
     inner: Arc<Inner>,
@@ -129,6 +166,7 @@ pub struct PgBuilder {
     connect_timeout: Duration,
     io_timeout: Duration,
     liveness: Duration,
+    aging: Option<Duration>,
 }
 
 impl Default for PgBuilder {
@@ -150,6 +188,7 @@ impl PgBuilder {
             connect_timeout: Duration::from_secs(2),
             io_timeout: Duration::from_secs(30),
             liveness: Duration::from_secs(5),
+            aging: None,
         }
     }
 
@@ -201,6 +240,19 @@ impl PgBuilder {
         self
     }
 
+    /// Ages priorities (off by default): a due job's effective priority is
+    /// its [priority](SendOptions::priority) less one per `step` it has
+    /// waited since its due time (never below 0), and reserves take the
+    /// lowest effective priority first, then the earliest due time, then
+    /// the lowest id. So a job of priority `p` waits at most `p * step`
+    /// behind a stream of more urgent ones. A step under 1 ms is
+    /// [`InvalidArgument`](DurableError::InvalidArgument) at
+    /// [`connect`](Self::connect). Applies to this handle's reserves.
+    pub fn priority_aging(mut self, step: Duration) -> PgBuilder {
+        self.aging = Some(step);
+        self
+    }
+
     /// Connects to the database at `url` (`postgres://user:password@host:port/db`
     /// or `host=… user=… dbname=…`, as tokio-postgres reads them; no TLS)
     /// and opens the queue `name` in the builder's schema, any number of
@@ -244,6 +296,13 @@ impl PgBuilder {
         if self.liveness.is_zero() || self.io_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(DurableError::InvalidArgument("timeouts must be longer than zero"));
         }
+        let aging_us = match self.aging {
+            None => 0,
+            Some(step) if step < Duration::from_millis(1) => {
+                return Err(DurableError::InvalidArgument("a priority aging step must be at least 1 ms"));
+            }
+            Some(step) => i64::try_from(step.as_micros()).unwrap_or(i64::MAX),
+        };
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e| pg_error(&e, &format!("reading the URL {url:?}")))?;
         config.connect_timeout(self.connect_timeout);
@@ -291,6 +350,7 @@ impl PgBuilder {
                 closed: AtomicBool::new(false),
                 max_attempts: self.max_attempts,
                 max_payload: self.max_payload,
+                aging_us,
                 tokens: AtomicU64::new(0),
                 token_keys: RandomState::new(),
                 sampled: AtomicU64::new(0),
@@ -404,7 +464,7 @@ impl PgQueue {
     /// Blocks until a job is due by the server's clock, leases it, returns it.
     pub fn reserve(&self, lease: Duration) -> Result<Job, DurableError> {
         loop {
-            if let Some(job) = self.reserve_many_until(lease, 1, None, None)?.pop() {
+            if let Some(job) = self.reserve_many_until(lease, 1, None, None, &[])?.pop() {
                 return Ok(job);
             }
         }
@@ -413,7 +473,7 @@ impl PgQueue {
     /// As [`reserve`](Self::reserve); `Ok(None)` after `timeout`.
     pub fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
         let deadline = Instant::now().checked_add(timeout);
-        Ok(self.reserve_many_until(lease, 1, deadline, None)?.pop())
+        Ok(self.reserve_many_until(lease, 1, deadline, None, &[])?.pop())
     }
 
     /// As [`reserve`](Self::reserve), but returns `Ok(None)` once `stop` is
@@ -427,7 +487,7 @@ impl PgQueue {
         let Some(_registered) = stop.register(&waker) else {
             return Ok(None);
         };
-        Ok(self.reserve_many_until(lease, 1, None, Some(stop))?.pop())
+        Ok(self.reserve_many_until(lease, 1, None, Some(stop), &[])?.pop())
     }
 
     /// Waits up to `timeout` for due jobs and leases up to `max` of them in
@@ -443,17 +503,19 @@ impl PgQueue {
             return Err(DurableError::InvalidArgument("reserve_many needs max >= 1"));
         }
         let deadline = Instant::now().checked_add(timeout);
-        self.reserve_many_until(lease, max, deadline, None)
+        self.reserve_many_until(lease, max, deadline, None, &[])
     }
 
-    /// Leases up to `max` jobs, waiting for one until `until` (`None`: no
-    /// limit) or until `stop` is raised; empty only then.
+    /// Leases up to `max` jobs whose kind is not in `excluded`, waiting for
+    /// one until `until` (`None`: no limit) or until `stop` is raised; empty
+    /// only then.
     fn reserve_many_until(
         &self,
         lease: Duration,
         max: usize,
         until: Option<Instant>,
         stop: Option<&StopSignal>,
+        excluded: &[String],
     ) -> Result<Vec<Job>, DurableError> {
         let lease_us = lease_us(lease)?;
         let mut held = Duration::from_millis(1);
@@ -461,7 +523,8 @@ impl PgQueue {
             // Read the generation before the statement: a job made pending
             // after it ran notifies with a newer one.
             let seen = self.inner.notifier.generation();
-            let Reserved { jobs, server_now, next } = self.block(self.inner.reserve(lease_us, max))?;
+            let Reserved { jobs, server_now, next } =
+                self.block(self.inner.reserve(lease_us, max, excluded))?;
             if !jobs.is_empty() {
                 return Ok(jobs);
             }
@@ -709,50 +772,110 @@ impl JobQueue for PgQueue {
     }
 }
 
-/// Issue 33's primitives (stubs until this backend implements them).
+/// Issue 33's primitives: options on a send, reserves that exclude kinds,
+/// the schedule store.
 impl PgQueue {
-    /// Stores a job with options ([`JobQueue::send_with`](crate::JobQueue::send_with)).
+    /// Stores a job due at `at` with [`SendOptions`] (a kind, a priority, a
+    /// uniqueness key), in one statement: see
+    /// [`JobQueue::send_with`](crate::JobQueue::send_with). A send with a key
+    /// inserts or locks the key's row first, so racing sends of one key
+    /// (from any process) are serialized on it and store one job.
     pub fn send_with(
         &self,
-        _payload: &[u8],
-        _at: SystemTime,
+        payload: &[u8],
+        at: SystemTime,
         opts: &SendOptions,
     ) -> Result<Sent, DurableError> {
         opts.check()?;
-        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+        self.inner.check_payloads([payload])?;
+        let due = at_us(at)?;
+        let job = OneSend {
+            kind: opts.get_kind(),
+            payload,
+            due,
+            priority: opts.get_priority(),
+            unique: opts.get_unique(),
+        };
+        let (id, created) = self.block(self.inner.send_with(job))?;
+        Ok(if created { Sent::Created(id) } else { Sent::Existing(id) })
     }
-    /// As `reserve_or_stop`, leasing no job of an excluded kind.
+
+    /// As [`reserve_or_stop`](Self::reserve_or_stop), leasing no job whose
+    /// kind is in `exclude`: those stay pending, unleased, their attempts
+    /// uncounted. The wait sleeps until the next due time of a job it may
+    /// take (or a notification of an earlier one), with no polling: a due
+    /// job of an excluded kind does not wake it again and again.
     pub fn reserve_excluding(
         &self,
-        _lease: Duration,
-        _exclude: &[String],
-        _stop: &StopSignal,
+        lease: Duration,
+        exclude: &[String],
+        stop: &StopSignal,
     ) -> Result<Option<Job>, DurableError> {
-        Err(DurableError::InvalidArgument("reserve_excluding is not implemented on this backend yet"))
+        lease_us(lease)?; // a bad lease is an error, raised signal or not
+        let waker = std::task::Waker::from(self.inner.notifier.clone());
+        let Some(_registered) = stop.register(&waker) else {
+            return Ok(None);
+        };
+        Ok(self.reserve_many_until(lease, 1, None, Some(stop), exclude)?.pop())
     }
+
     #[doc(hidden)]
     pub fn schedule_store(
         &self,
-        _name: &str,
-        _def: &[u8],
-        _next_run_us: Option<u64>,
+        name: &str,
+        def: &[u8],
+        next_run_us: Option<u64>,
     ) -> Result<(), DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+        check_schedule_name(name)?;
+        let max = self.inner.max_payload + 4096;
+        if def.len() > max {
+            return Err(DurableError::PayloadTooLarge { len: def.len(), max });
+        }
+        let next = next_run_us.map(server_us).transpose()?;
+        self.inner.check_open()?;
+        self.block(self.inner.schedule_store(name, def, next))
     }
+
     #[doc(hidden)]
-    pub fn schedule_get(&self, _name: &str) -> Result<Option<StoredSchedule>, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    pub fn schedule_get(&self, name: &str) -> Result<Option<StoredSchedule>, DurableError> {
+        check_schedule_name(name)?;
+        self.block(self.inner.schedule_get(name))
     }
+
     #[doc(hidden)]
     pub fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+        self.block(self.inner.schedule_list())
     }
+
     #[doc(hidden)]
-    pub fn schedule_remove(&self, _name: &str) -> Result<bool, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    pub fn schedule_remove(&self, name: &str) -> Result<bool, DurableError> {
+        check_schedule_name(name)?;
+        self.block(self.inner.schedule_remove(name))
     }
+
     #[doc(hidden)]
-    pub fn schedule_fire(&self, _name: &str, _fire: &Fire) -> Result<bool, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    pub fn schedule_fire(&self, name: &str, fire: &Fire) -> Result<bool, DurableError> {
+        check_schedule_name(name)?;
+        check_kind(&fire.kind)?;
+        check_priority(fire.priority)?;
+        self.inner.check_payloads([fire.payload.as_slice()])?;
+        let deadlines = fire.deadlines_us.iter().map(|&d| server_us(d)).collect::<Result<Vec<_>, _>>()?;
+        let fire = FireUs {
+            expect: i64::try_from(fire.expect_next_us).map_err(|_| DurableError::DeadlineOutOfRange)?,
+            next: server_us(fire.next_run_us)?,
+            last: i64::try_from(fire.last_run_us).map_err(|_| DurableError::DeadlineOutOfRange)?,
+            kind: &fire.kind,
+            payload: &fire.payload,
+            priority: fire.priority,
+            deadlines,
+        };
+        self.inner.check_open()?;
+        self.block(self.inner.schedule_fire(name, &fire))
     }
+}
+
+/// A time the schedule store was given (µs since the epoch) as the server
+/// µs a job is due at; more than 2^52 µs ahead is out of range.
+fn server_us(us: u64) -> Result<i64, DurableError> {
+    at_us(from_us(us))
 }

@@ -17,6 +17,7 @@ use crate::error::DurableError;
 use crate::inspect::{Filter, JobInfo, JobState, KindCounts, Page, Sample, Throughput};
 use crate::job::{from_nanos, Job, JobId, Stats, MAX_AHEAD};
 use crate::notifier::Notifier;
+use crate::stored::StoredSchedule;
 
 /// The most jobs one `reserve_many` leases (a larger `max` is taken as this).
 pub(crate) const MAX_RESERVE: usize = 1000;
@@ -40,6 +41,9 @@ pub(crate) struct Inner {
     pub(crate) closed: AtomicBool,
     pub(crate) max_attempts: u32,
     pub(crate) max_payload: usize,
+    /// Priority aging's step in µs (0: off): a due job's effective priority
+    /// is its priority less one per step it has waited since its due time.
+    pub(crate) aging_us: i64,
     /// Lease tokens: SipHash of a counter under keys the standard library
     /// draws from the operating system's randomness.
     pub(crate) tokens: AtomicU64,
@@ -68,6 +72,27 @@ pub(crate) struct Reserved {
     /// With no job: the next due time (server µs), if any; one already
     /// past is a job another transaction holds this moment.
     pub(crate) next: Option<i64>,
+}
+
+/// A [`Fire`](crate::stored::Fire) as the fire statement takes it (µs as `i64`).
+pub(crate) struct FireUs<'a> {
+    pub(crate) expect: i64,
+    pub(crate) next: i64,
+    pub(crate) last: i64,
+    pub(crate) kind: &'a str,
+    pub(crate) payload: &'a [u8],
+    pub(crate) priority: u8,
+    pub(crate) deadlines: Vec<i64>,
+}
+
+fn schedule(row: &tokio_postgres::Row) -> StoredSchedule {
+    let us = |v: Option<i64>| v.map(|v| u64::try_from(v).unwrap_or(0));
+    StoredSchedule {
+        name: row.get(0),
+        def: row.get(1),
+        next_run_us: us(row.get(2)),
+        last_run_us: us(row.get(3)),
+    }
 }
 
 /// Microseconds since the epoch as the nanoseconds a [`Job`] keeps (0 before it).
@@ -125,9 +150,23 @@ fn info(row: &tokio_postgres::Row) -> JobInfo {
         lease_deadline: (state == JobState::Leased).then(|| time(due)),
         died_at: (state == JobState::Dead).then(|| time(due)),
         last_error: row.get(6),
-        priority: 0,
+        priority: priority(row.get(8)),
         payload: row.get(7),
     }
+}
+
+/// A stored priority as a job's (`0..=9`; the column is a smallint).
+fn priority(p: i16) -> u8 {
+    p.clamp(0, i16::from(crate::options::PRIORITY_LOWEST)) as u8
+}
+
+/// What [`Inner::send_with`] stores: one job, due at `due` (server µs).
+pub(crate) struct OneSend<'a> {
+    pub(crate) kind: &'a str,
+    pub(crate) payload: &'a [u8],
+    pub(crate) due: i64,
+    pub(crate) priority: u8,
+    pub(crate) unique: Option<&'a crate::options::Unique>,
 }
 
 impl Inner {
@@ -184,8 +223,43 @@ impl Inner {
         })
     }
 
-    /// One reserve statement: leases up to `max` due jobs.
-    pub(crate) async fn reserve(&self, lease_us: i64, max: usize) -> Result<Reserved, DurableError> {
+    /// Stores one job with a priority and, maybe, a uniqueness key, in one
+    /// statement (`send_with` of the schema); `(id, created)`. The options
+    /// were checked.
+    pub(crate) async fn send_with(&self, job: OneSend<'_>) -> Result<(JobId, bool), DurableError> {
+        self.check_open()?;
+        self.check_payloads([job.payload])?;
+        let last = self.max_attempts as i32;
+        let prio = i16::from(job.priority);
+        let key = job.unique.map(|u| u.key());
+        let states: i16 = match job.unique.map(crate::options::Unique::get_states) {
+            Some(crate::options::UniqueStates::Pending) => 0,
+            Some(crate::options::UniqueStates::Leased) => 1,
+            _ => 2,
+        };
+        // Rounded up, as deadlines are: the key is held at least that long.
+        let period = job.unique.map_or(0, |u| u.period_nanos().div_ceil(1000).min(i64::MAX as u64) as i64);
+        call!(self.pool, "sending", Retry::OnlyUnsent, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::SendWith).await?;
+            let row = conn
+                .client
+                .query_one(
+                    &st,
+                    &[&self.name, &last, &job.kind, &job.payload, &job.due, &prio, &key, &states, &period],
+                )
+                .await?;
+            Ok((JobId(row.get::<_, i64>(0) as u64), row.get::<_, bool>(1)))
+        })
+    }
+
+    /// One reserve statement: leases up to `max` due jobs whose kind is not
+    /// in `excluded`.
+    pub(crate) async fn reserve(
+        &self,
+        lease_us: i64,
+        max: usize,
+        excluded: &[String],
+    ) -> Result<Reserved, DurableError> {
         self.check_open()?;
         let max = max.clamp(1, MAX_RESERVE);
         let tokens: Vec<i64> = (0..max).map(|_| self.token()).collect();
@@ -202,12 +276,15 @@ impl Inner {
                 let _ = conn.client.execute(&st, &[&self.name]).await;
             }
             let st = conn.stmt(&self.sql, Stmt::Reserve).await?;
-            let rows = conn.client.query(&st, &[&self.name, &lim, &lease_us, &tokens]).await?;
+            let rows = conn
+                .client
+                .query(&st, &[&self.name, &lim, &lease_us, &tokens, &excluded, &self.aging_us])
+                .await?;
             let mut out = Reserved { jobs: Vec::with_capacity(rows.len()), server_now: 0, next: None };
             for row in rows {
-                out.server_now = row.get(8);
+                out.server_now = row.get(9);
                 let Some(id) = row.get::<_, Option<i64>>(0) else {
-                    out.next = row.get(9);
+                    out.next = row.get(10);
                     continue;
                 };
                 out.jobs.push(Job {
@@ -219,7 +296,7 @@ impl Inner {
                     payload: row.get(5),
                     kind: row.get(6),
                     last_error: row.get(7),
-                    priority: 0,
+                    priority: priority(row.get(8)),
                 });
             }
             Ok(out)
@@ -356,7 +433,7 @@ impl Inner {
                     payload: r.get(3),
                     kind: r.get(4),
                     last_error: r.get(5),
-                    priority: 0,
+                    priority: priority(r.get(6)),
                     token: 0,
                     lease_until: 0,
                 })
@@ -486,6 +563,72 @@ impl Inner {
                     lateness: Duration::from_micros(r.get::<_, i64>(2).max(0) as u64),
                 })
                 .collect())
+        })
+    }
+
+    /// Creates or replaces a schedule and its pending tick job.
+    pub(crate) async fn schedule_store(
+        &self,
+        name: &str,
+        def: &[u8],
+        next_us: Option<i64>,
+    ) -> Result<(), DurableError> {
+        let last = self.max_attempts as i32;
+        call!(self.pool, "storing a schedule", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::ScheduleStore).await?;
+            conn.client.execute(&st, &[&self.name, &last, &name, &def, &next_us]).await?;
+            Ok(())
+        })
+    }
+
+    pub(crate) async fn schedule_get(&self, name: &str) -> Result<Option<StoredSchedule>, DurableError> {
+        call!(self.pool, "reading a schedule", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::ScheduleGet).await?;
+            Ok(conn.client.query_opt(&st, &[&self.name, &name]).await?.as_ref().map(schedule))
+        })
+    }
+
+    pub(crate) async fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError> {
+        call!(self.pool, "listing schedules", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::ScheduleList).await?;
+            Ok(conn.client.query(&st, &[&self.name]).await?.iter().map(schedule).collect())
+        })
+    }
+
+    pub(crate) async fn schedule_remove(&self, name: &str) -> Result<bool, DurableError> {
+        call!(self.pool, "removing a schedule", Retry::Safe, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::ScheduleRemove).await?;
+            Ok(conn.client.query_one(&st, &[&self.name, &name]).await?.get::<_, bool>(0))
+        })
+    }
+
+    /// Fires a schedule's tick (compare-and-set on its next tick); times in
+    /// server µs, checked.
+    pub(crate) async fn schedule_fire(&self, name: &str, fire: &FireUs<'_>) -> Result<bool, DurableError> {
+        let last = self.max_attempts as i32;
+        let prio = i16::from(fire.priority);
+        // A lost answer is not retried: the fire may have stored its jobs.
+        call!(self.pool, "firing a schedule", Retry::OnlyUnsent, |conn| {
+            let st = conn.stmt(&self.sql, Stmt::ScheduleFire).await?;
+            let row = conn
+                .client
+                .query_one(
+                    &st,
+                    &[
+                        &self.name,
+                        &last,
+                        &name,
+                        &fire.expect,
+                        &fire.next,
+                        &fire.last,
+                        &fire.kind,
+                        &fire.payload,
+                        &prio,
+                        &fire.deadlines,
+                    ],
+                )
+                .await?;
+            Ok(row.get::<_, bool>(0))
         })
     }
 
