@@ -548,12 +548,12 @@ pub fn fire_tick<Q: JobQueue + ?Sized>(q: &Q, job: &Job) -> Result<usize, Durabl
     Ok(if fired { fire.deadlines_us.len() } else { 0 })
 }
 
-/// A firing that fires nothing (its expected tick is never stored): what is
-/// left of it is the store's guarantee that a schedule not paused has its
-/// pending tick job.
+/// A firing that fires nothing (its expected tick, the Unix epoch, is never
+/// a stored next tick: those are planned after now): what is left of it is
+/// the store's guarantee that a schedule not paused has its pending tick job.
 fn ensure_tick(kind: &str) -> Fire {
     Fire {
-        expect_next_us: u64::MAX,
+        expect_next_us: 0,
         next_run_us: 0,
         last_run_us: 0,
         kind: kind.to_string(),
