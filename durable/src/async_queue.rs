@@ -9,11 +9,11 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::options::{SendOptions, Sent};
 use crate::alarm::Alarms;
 use crate::async_contract::AsyncJobQueue;
 use crate::error::DurableError;
 use crate::job::{Job, JobId, Stats};
+use crate::options::{SendOptions, Sent};
 use crate::queue::{first, lease_nanos, DurableQueue};
 use crate::reply::Waiting;
 use crate::stop::{Registration, StopSignal};
@@ -342,9 +342,12 @@ impl AsyncJobQueue for AsyncDurableQueue {
     async fn requeue_dead(&self, id: JobId, at: SystemTime) -> Result<bool, DurableError> {
         self.queue.begin_requeue_dead(id, at)?.await
     }
-    async fn send_with(&self, payload: &[u8], at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
-        let _ = (payload, at);
-        opts.check()?;
-        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+    async fn send_with(
+        &self,
+        payload: &[u8],
+        at: SystemTime,
+        opts: &SendOptions,
+    ) -> Result<Sent, DurableError> {
+        self.queue.begin_send_with(payload, at, opts)?.await
     }
 }

