@@ -61,8 +61,10 @@ use crate::record::{Record, State, UniqueKey};
 use crate::reply::Reply;
 
 mod ready;
+mod unique;
 
 pub(crate) use ready::Ready;
+use unique::Keys;
 
 pub(crate) const JOBS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("delayq_jobs");
 pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("delayq_meta");
@@ -723,6 +725,8 @@ impl Writer {
                     }),
                 }
             };
+            // The uniqueness keys' tables, opened on first use.
+            let mut keys: Option<Keys<'_>> = None;
             for op in batch {
                 let outcome = match op {
                     Op::Send { jobs: sends, .. } => {
@@ -740,9 +744,23 @@ impl Writer {
                         Outcome::Ids(ids)
                     }
                     Op::SendWith { job, .. } => {
+                        let mut key = None;
+                        if let Some((name, states, period)) = &job.unique {
+                            let k = Keys::open(&mut keys, &txn, path)?;
+                            if let Some(holder) = k.holder(name, now, &|id| get(&jobs, id))? {
+                                outcomes.push(Outcome::Sent(Sent::Existing(JobId(holder))));
+                                continue;
+                            }
+                            let until = if *period == 0 { 0 } else { now.saturating_add(*period) };
+                            key = Some(UniqueKey { key: name.clone(), states: *states, until });
+                        }
                         let id = next_id;
                         next_id += 1;
-                        let rec = new_record(job, self.max_attempts, None);
+                        let rec = new_record(job, self.max_attempts, key);
+                        if let Some(u) = &rec.unique {
+                            let k = Keys::open(&mut keys, &txn, path)?;
+                            k.hold(&u.key, id, u.states, u.until, now, &|id| get(&jobs, id))?;
+                        }
                         jobs.insert(id, rec.encode().as_slice()).map_err(err)?;
                         self.ready.insert(id, &rec);
                         deltas.moved(None, Some(State::Pending));
@@ -783,6 +801,9 @@ impl Writer {
                                 rec.state = State::Dead;
                                 rec.lease_until = now;
                                 acts.push(TimerAct::Disarm { id });
+                                if rec.unique.is_some() {
+                                    Keys::open(&mut keys, &txn, path)?.release(id, rec, now)?;
+                                }
                             } else {
                                 rec.state = State::Pending;
                                 self.ready.insert(id, rec);
@@ -838,6 +859,9 @@ impl Writer {
                         Some(rec) if rec.state == State::Leased && rec.token == *token => {
                             deltas.2.processed(&rec.kind);
                             jobs.remove(*id).map_err(err)?;
+                            if rec.unique.is_some() {
+                                Keys::open(&mut keys, &txn, path)?.release(*id, &rec, now)?;
+                            }
                             deltas.moved(Some(State::Leased), None);
                             acts.push(TimerAct::Disarm { id: *id });
                             Outcome::Flag(true)
@@ -870,6 +894,9 @@ impl Writer {
                                 rec.state = State::Dead;
                                 rec.lease_until = now;
                                 acts.push(TimerAct::Disarm { id: *id });
+                                if rec.unique.is_some() {
+                                    Keys::open(&mut keys, &txn, path)?.release(*id, &rec, now)?;
+                                }
                             } else {
                                 rec.state = State::Pending;
                                 rec.deadline = *retry_at;
@@ -891,6 +918,9 @@ impl Writer {
                             rec.state = State::Dead;
                             rec.lease_until = now;
                             acts.push(TimerAct::Disarm { id: *id });
+                            if rec.unique.is_some() {
+                                Keys::open(&mut keys, &txn, path)?.release(*id, &rec, now)?;
+                            }
                             deltas.moved(Some(State::Leased), Some(State::Dead));
                             jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
                             Outcome::Flag(true)
@@ -911,6 +941,9 @@ impl Writer {
                         Some(rec) if states[rec.state as usize] => {
                             jobs.remove(*id).map_err(err)?;
                             self.ready.remove(*id, &rec);
+                            if rec.unique.is_some() && rec.state != State::Dead {
+                                Keys::open(&mut keys, &txn, path)?.release(*id, &rec, now)?;
+                            }
                             deltas.moved(Some(rec.state), None);
                             acts.push(TimerAct::Disarm { id: *id });
                             Outcome::Flag(true)
@@ -921,6 +954,9 @@ impl Writer {
                         Some(rec) => {
                             jobs.remove(*id).map_err(err)?;
                             self.ready.remove(*id, &rec);
+                            if rec.unique.is_some() && rec.state != State::Dead {
+                                Keys::open(&mut keys, &txn, path)?.release(*id, &rec, now)?;
+                            }
                             deltas.moved(Some(rec.state), None);
                             acts.push(TimerAct::Disarm { id: *id });
                             Outcome::Flag(true)
@@ -931,6 +967,10 @@ impl Writer {
                         Some(mut rec) if rec.state == State::Dead => {
                             rec.requeue(*at, self.max_attempts);
                             self.ready.insert(*id, &rec);
+                            if rec.unique.is_some() {
+                                Keys::open(&mut keys, &txn, path)?
+                                    .revive(*id, &rec, now, &|id| get(&jobs, id))?;
+                            }
                             acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.deadline });
                             deltas.moved(Some(State::Dead), Some(State::Pending));
                             jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
-use delayq_durable::{Durability, DurableError, DurableQueue, Inspect, JobId, SendOptions, Sent};
+use delayq_durable::{
+    Durability, DurableError, DurableQueue, Inspect, JobId, SendOptions, Sent, Unique, UniqueStates,
+};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -143,4 +145,115 @@ fn bad_options_store_nothing() {
     assert_eq!(q.len().unwrap(), 0);
     let step = DurableQueue::builder().priority_aging(Duration::from_micros(999)).open(dir.0.join("b.redb"));
     assert!(matches!(step, Err(DurableError::InvalidArgument(_))));
+}
+
+fn unique(key: &str) -> SendOptions {
+    SendOptions::new().unique(Unique::new(key))
+}
+
+#[test]
+fn a_held_key_returns_the_existing_job_and_stores_nothing() {
+    let dir = TempDir::new("uniq");
+    let q = open(&dir);
+    let now = SystemTime::now();
+    let a = created(q.send_with(b"1", now, &unique("k")).unwrap());
+    assert_eq!(q.send_with(b"2", now, &unique("k")).unwrap(), Sent::Existing(a));
+    assert_eq!(q.len().unwrap(), 1);
+    // Leased still holds it (Both, the default).
+    let job = q.reserve(Duration::from_secs(30)).unwrap();
+    assert_eq!(q.send_with(b"3", now, &unique("k")).unwrap(), Sent::Existing(a));
+    // Acked without a period: the key is free.
+    assert!(q.ack(&job).unwrap());
+    let b = created(q.send_with(b"4", now, &unique("k")).unwrap());
+    assert_ne!(a, b);
+    // A cancelled job frees its key too.
+    assert!(q.cancel(b).unwrap());
+    created(q.send_with(b"5", now, &unique("k")).unwrap());
+}
+
+#[test]
+fn the_covered_states_decide_and_a_dead_job_holds_only_through_a_period() {
+    let dir = TempDir::new("states");
+    let q = DurableQueue::builder().max_attempts(1).open(dir.file()).unwrap();
+    let now = SystemTime::now();
+    let pending_only = SendOptions::new().unique(Unique::new("p").states(UniqueStates::Pending));
+    let a = created(q.send_with(b"a", now, &pending_only).unwrap());
+    assert_eq!(q.send_with(b"a", now, &pending_only).unwrap(), Sent::Existing(a));
+    let job = q.reserve(Duration::from_secs(30)).unwrap();
+    // Leased is not covered: a new job is stored, and it holds the key now.
+    let b = created(q.send_with(b"a", now + Duration::from_secs(3600), &pending_only).unwrap());
+    assert_eq!(q.send_with(b"a", now, &pending_only).unwrap(), Sent::Existing(b));
+    // The old job's ack does not free the key its successor holds.
+    assert!(q.ack(&job).unwrap());
+    assert_eq!(q.send_with(b"a", now, &pending_only).unwrap(), Sent::Existing(b));
+
+    let leased_only = SendOptions::new().unique(Unique::new("l").states(UniqueStates::Leased));
+    let c = created(q.send_with(b"c", now, &leased_only).unwrap());
+    assert!(created(q.send_with(b"c", now + Duration::from_secs(3600), &leased_only).unwrap()) != c);
+
+    // Dead, no period: free. Dead within a period: held.
+    let dies = SendOptions::new().unique(Unique::new("d"));
+    let d = created(q.send_with(b"d", now, &dies).unwrap());
+    let job = loop {
+        let j = q.reserve(Duration::from_secs(30)).unwrap();
+        if j.id() == d {
+            break j;
+        }
+    };
+    assert!(q.kill(&job, "no").unwrap());
+    assert!(q.send_with(b"d", now + Duration::from_secs(3600), &dies).unwrap().created());
+    let period = SendOptions::new().unique(Unique::new("e").period(Duration::from_secs(3600)));
+    let e = created(q.send_with(b"e", now, &period).unwrap());
+    assert!(q.cancel(e).unwrap());
+    assert_eq!(q.send_with(b"e", now, &period).unwrap(), Sent::Existing(e));
+}
+
+#[test]
+fn a_period_holds_the_key_after_the_job_is_gone_until_it_runs_out() {
+    let dir = TempDir::new("period");
+    let q = open(&dir);
+    let now = SystemTime::now();
+    let opts = SendOptions::new().unique(Unique::new("p").period(ms(300)));
+    let a = created(q.send_with(b"a", now, &opts).unwrap());
+    let job = q.reserve(Duration::from_secs(30)).unwrap();
+    assert!(q.ack(&job).unwrap());
+    assert_eq!(q.send_with(b"a", now, &opts).unwrap(), Sent::Existing(a));
+    std::thread::sleep(ms(350));
+    let b = created(q.send_with(b"b", now, &opts).unwrap());
+    assert_ne!(a, b);
+    // Expired mappings are swept by later unique sends: many keys, each
+    // cancelled inside its period, then sends after it.
+    let short = |k: String| SendOptions::new().unique(Unique::new(k).period(ms(1)));
+    for i in 0..40 {
+        let id = q.send_with(b"x", now + Duration::from_secs(3600), &short(format!("s{i}"))).unwrap().id();
+        assert!(q.cancel(id).unwrap());
+    }
+    std::thread::sleep(ms(5));
+    for i in 0..40 {
+        assert!(q
+            .send_with(b"x", now + Duration::from_secs(3600), &short(format!("s{i}")))
+            .unwrap()
+            .created());
+    }
+}
+
+#[test]
+fn racing_sends_of_one_key_store_one_job() {
+    let dir = TempDir::new("race");
+    let q = DurableQueue::open(dir.file()).unwrap();
+    for round in 0..20 {
+        let key = format!("race-{round}");
+        let sents: Vec<Sent> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| {
+                    let (q, key) = (&q, key.clone());
+                    s.spawn(move || q.send_with(b"r", SystemTime::now(), &unique(&key)).unwrap())
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(sents.iter().filter(|s| s.created()).count(), 1, "{sents:?}");
+        assert!(sents.iter().all(|s| s.id() == sents[0].id()));
+    }
+    assert_eq!(q.len().unwrap(), 20);
 }
