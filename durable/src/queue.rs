@@ -17,7 +17,7 @@ use crate::job::{after_nanos, check_kind, clip_error, now_nanos, to_nanos, Job, 
 use crate::options::{SendOptions, Sent};
 use crate::record::{Record, State};
 use crate::stop::{recv_or_stop, StopSignal};
-use crate::stored::{Fire, StoredSchedule};
+use crate::stored::{check_schedule_name, from_us, Fire, StoredSchedule};
 
 use crate::reply::{reply, Reply, Waiting};
 use crate::writer::{
@@ -919,29 +919,57 @@ impl DurableQueue {
     ) -> Result<Option<Job>, DurableError> {
         Err(DurableError::InvalidArgument("reserve_excluding is not implemented on this backend yet"))
     }
+    /// The schedule store ([`JobQueue::schedule_store`](crate::JobQueue::schedule_store)):
+    /// one writer op, so the schedule and its tick job change in one commit.
     #[doc(hidden)]
     pub fn schedule_store(
         &self,
-        _name: &str,
-        _def: &[u8],
-        _next_run_us: Option<u64>,
+        name: &str,
+        def: &[u8],
+        next_run_us: Option<u64>,
     ) -> Result<(), DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+        check_schedule_name(name)?;
+        let max = self.inner.max_payload.saturating_add(4096);
+        if def.len() > max {
+            return Err(DurableError::PayloadTooLarge { len: def.len(), max });
+        }
+        if let Some(next) = next_run_us {
+            to_nanos(from_us(next))?;
+        }
+        self.check_open()?;
+        let (name, def) = (name.to_string(), def.to_vec());
+        self.begin(|reply| Op::ScheduleStore { name, def, next_us: next_run_us, reply })?.wait().map(drop)
     }
+    /// The schedule store: one schedule, as of the last commit.
     #[doc(hidden)]
-    pub fn schedule_get(&self, _name: &str) -> Result<Option<StoredSchedule>, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    pub fn schedule_get(&self, name: &str) -> Result<Option<StoredSchedule>, DurableError> {
+        check_schedule_name(name)?;
+        Ok(self.read(|txn, path| writer::schedules::read(txn, path, Some(name)))?.pop())
     }
+    /// The schedule store: every schedule, by name, as of the last commit.
     #[doc(hidden)]
     pub fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+        self.read(|txn, path| writer::schedules::read(txn, path, None))
     }
+    /// The schedule store: deletes a schedule and its pending tick job.
     #[doc(hidden)]
-    pub fn schedule_remove(&self, _name: &str) -> Result<bool, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    pub fn schedule_remove(&self, name: &str) -> Result<bool, DurableError> {
+        check_schedule_name(name)?;
+        let name = name.to_string();
+        self.begin(|reply| Op::ScheduleRemove { name, reply })?.wait()
     }
+    /// The schedule store: fires one tick, compare-and-set on its next tick.
     #[doc(hidden)]
-    pub fn schedule_fire(&self, _name: &str, _fire: &Fire) -> Result<bool, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    pub fn schedule_fire(&self, name: &str, fire: &Fire) -> Result<bool, DurableError> {
+        check_schedule_name(name)?;
+        check_kind(&fire.kind)?;
+        crate::options::check_priority(fire.priority)?;
+        self.checked(&fire.payload)?;
+        for us in fire.deadlines_us.iter().chain([&fire.next_run_us]) {
+            to_nanos(from_us(*us))?;
+        }
+        self.check_open()?;
+        let (name, fire) = (name.to_string(), fire.clone());
+        self.begin(|reply| Op::ScheduleFire { name, fire, reply })?.wait()
     }
 }

@@ -61,9 +61,11 @@ use crate::record::{Record, State, UniqueKey};
 use crate::reply::Reply;
 
 mod ready;
+pub(crate) mod schedules;
 mod unique;
 
 pub(crate) use ready::Ready;
+use schedules::{Schedule, SCHEDULES};
 use unique::Keys;
 
 pub(crate) const JOBS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("delayq_jobs");
@@ -184,6 +186,25 @@ pub(crate) enum Op {
     CancelIn {
         id: u64,
         states: [bool; 3],
+        reply: Reply<bool>,
+    },
+    /// The schedule store: creates or replaces a schedule, replacing its
+    /// pending tick job (`next_us`: µs; `None`: paused).
+    ScheduleStore {
+        name: String,
+        def: Vec<u8>,
+        next_us: Option<u64>,
+        reply: Reply<bool>,
+    },
+    /// The schedule store: deletes a schedule and its pending tick job.
+    ScheduleRemove {
+        name: String,
+        reply: Reply<bool>,
+    },
+    /// The schedule store: fires a tick (compare-and-set on the next tick).
+    ScheduleFire {
+        name: String,
+        fire: crate::stored::Fire,
         reply: Reply<bool>,
     },
     /// Reads (no commit): up to `limit` dead jobs.
@@ -978,6 +999,127 @@ impl Writer {
                         }
                         _ => Outcome::Flag(false),
                     },
+                    Op::ScheduleStore { name, def, next_us, .. } => {
+                        let mut table = txn
+                            .open_table(SCHEDULES)
+                            .map_err(|e| storage_error(path, e.into(), "opening schedules"))?;
+                        let old = match table.get(name.as_str()).map_err(err)? {
+                            Some(v) => {
+                                Some(Schedule::decode(v.value()).map_err(|detail| DurableError::Corrupt {
+                                    path: path.clone(),
+                                    detail: format!("schedule {name:?}: {detail}"),
+                                })?)
+                            }
+                            None => None,
+                        };
+                        let mut tick_ctx = TickCtx {
+                            ready: &mut self.ready,
+                            acts: &mut acts,
+                            deltas: &mut deltas,
+                            max_attempts: self.max_attempts,
+                        };
+                        if let Some(tick) = old.as_ref().and_then(|o| o.tick) {
+                            tick_ctx.delete_pending_tick(&mut jobs, tick, name, path)?;
+                        }
+                        let tick = match next_us {
+                            Some(next) => {
+                                Some(tick_ctx.add_tick(&mut jobs, &mut next_id, name, *next, path)?)
+                            }
+                            None => None,
+                        };
+                        let sched = Schedule {
+                            def: def.clone(),
+                            next_us: *next_us,
+                            last_us: old.and_then(|o| o.last_us),
+                            tick,
+                        };
+                        table.insert(name.as_str(), sched.encode().as_slice()).map_err(err)?;
+                        Outcome::Flag(true)
+                    }
+                    Op::ScheduleRemove { name, .. } => {
+                        let mut table = txn
+                            .open_table(SCHEDULES)
+                            .map_err(|e| storage_error(path, e.into(), "opening schedules"))?;
+                        let old =
+                            table.remove(name.as_str()).map_err(err)?.map(|v| Schedule::decode(v.value()));
+                        match old {
+                            None => Outcome::Flag(false),
+                            Some(old) => {
+                                let mut tick_ctx = TickCtx {
+                                    ready: &mut self.ready,
+                                    acts: &mut acts,
+                                    deltas: &mut deltas,
+                                    max_attempts: self.max_attempts,
+                                };
+                                if let Some(tick) = old.ok().and_then(|o| o.tick) {
+                                    tick_ctx.delete_pending_tick(&mut jobs, tick, name, path)?;
+                                }
+                                Outcome::Flag(true)
+                            }
+                        }
+                    }
+                    Op::ScheduleFire { name, fire, .. } => {
+                        let mut table = txn
+                            .open_table(SCHEDULES)
+                            .map_err(|e| storage_error(path, e.into(), "opening schedules"))?;
+                        let old = match table.get(name.as_str()).map_err(err)? {
+                            Some(v) => {
+                                Some(Schedule::decode(v.value()).map_err(|detail| DurableError::Corrupt {
+                                    path: path.clone(),
+                                    detail: format!("schedule {name:?}: {detail}"),
+                                })?)
+                            }
+                            None => None,
+                        };
+                        let mut tick_ctx = TickCtx {
+                            ready: &mut self.ready,
+                            acts: &mut acts,
+                            deltas: &mut deltas,
+                            max_attempts: self.max_attempts,
+                        };
+                        match old {
+                            Some(mut sched) if sched.next_us.is_some() => {
+                                let fired = sched.next_us == Some(fire.expect_next_us);
+                                let pending = match sched.tick {
+                                    Some(tick) => tick_ctx.pending_tick(&jobs, tick, name, path)?,
+                                    None => false,
+                                };
+                                if fired {
+                                    for d in &fire.deadlines_us {
+                                        let job = NewJob {
+                                            kind: fire.kind.clone(),
+                                            payload: fire.payload.clone(),
+                                            deadline: d.saturating_mul(1000),
+                                            priority: fire.priority,
+                                            unique: None,
+                                        };
+                                        tick_ctx.add(&mut jobs, &mut next_id, &job, path)?;
+                                    }
+                                    if let (Some(tick), true) = (sched.tick, pending) {
+                                        tick_ctx.delete_pending_tick(&mut jobs, tick, name, path)?;
+                                    }
+                                    sched.next_us = Some(fire.next_run_us);
+                                    sched.last_us = Some(fire.last_run_us);
+                                    sched.tick = Some(tick_ctx.add_tick(
+                                        &mut jobs,
+                                        &mut next_id,
+                                        name,
+                                        fire.next_run_us,
+                                        path,
+                                    )?);
+                                } else if !pending {
+                                    let next = sched.next_us.unwrap_or(0);
+                                    sched.tick =
+                                        Some(tick_ctx.add_tick(&mut jobs, &mut next_id, name, next, path)?);
+                                }
+                                if fired || !pending {
+                                    table.insert(name.as_str(), sched.encode().as_slice()).map_err(err)?;
+                                }
+                                Outcome::Flag(fired)
+                            }
+                            _ => Outcome::Flag(false),
+                        }
+                    }
                     // Answered before the transaction (`commit_batch`).
                     Op::Dead { .. } => Outcome::Flag(false),
                 };
@@ -1004,6 +1146,101 @@ impl Writer {
         txn.commit().map_err(|e| storage_error(&self.path, e.into(), "committing"))?;
         Ok((outcomes, acts, deltas, next_id))
     }
+}
+
+/// What storing and deleting tick jobs (and a firing's jobs) changes
+/// besides the jobs table.
+struct TickCtx<'a> {
+    ready: &'a mut Ready,
+    acts: &'a mut Vec<TimerAct>,
+    deltas: &'a mut Deltas,
+    max_attempts: u32,
+}
+
+impl TickCtx<'_> {
+    /// Stores a new job; returns its id.
+    fn add(
+        &mut self,
+        jobs: &mut redb::Table<'_, u64, &[u8]>,
+        next_id: &mut u64,
+        job: &NewJob,
+        path: &std::path::Path,
+    ) -> Result<u64, DurableError> {
+        let id = *next_id;
+        *next_id += 1;
+        let rec = new_record(job, self.max_attempts, None);
+        jobs.insert(id, rec.encode().as_slice())
+            .map_err(|e| storage_error(path, e.into(), "writing a job"))?;
+        self.ready.insert(id, &rec);
+        self.deltas.moved(None, Some(State::Pending));
+        self.acts.push(TimerAct::Arm { id, gen: 1, due: rec.deadline });
+        Ok(id)
+    }
+
+    /// Stores the tick job of schedule `name`, due at `next_us` (µs).
+    fn add_tick(
+        &mut self,
+        jobs: &mut redb::Table<'_, u64, &[u8]>,
+        next_id: &mut u64,
+        name: &str,
+        next_us: u64,
+        path: &std::path::Path,
+    ) -> Result<u64, DurableError> {
+        let job = NewJob::plain(
+            crate::stored::TICK_KIND.to_string(),
+            name.as_bytes().to_vec(),
+            next_us.saturating_mul(1000),
+        );
+        self.add(jobs, next_id, &job, path)
+    }
+
+    /// Whether job `id` is schedule `name`'s tick job, pending.
+    fn pending_tick(
+        &self,
+        jobs: &redb::Table<'_, u64, &[u8]>,
+        id: u64,
+        name: &str,
+        path: &std::path::Path,
+    ) -> Result<bool, DurableError> {
+        Ok(tick_record(jobs, id, name, path)?.is_some())
+    }
+
+    /// Deletes job `id` if it is schedule `name`'s tick job, pending (a
+    /// leased one is a worker firing it, which acks it after).
+    fn delete_pending_tick(
+        &mut self,
+        jobs: &mut redb::Table<'_, u64, &[u8]>,
+        id: u64,
+        name: &str,
+        path: &std::path::Path,
+    ) -> Result<(), DurableError> {
+        if let Some(rec) = tick_record(jobs, id, name, path)? {
+            jobs.remove(id).map_err(|e| storage_error(path, e.into(), "deleting a tick job"))?;
+            self.ready.remove(id, &rec);
+            self.deltas.moved(Some(State::Pending), None);
+            self.acts.push(TimerAct::Disarm { id });
+        }
+        Ok(())
+    }
+}
+
+/// Job `id`'s record if it is schedule `name`'s tick job and pending.
+fn tick_record(
+    jobs: &redb::Table<'_, u64, &[u8]>,
+    id: u64,
+    name: &str,
+    path: &std::path::Path,
+) -> Result<Option<Record>, DurableError> {
+    let Some(v) = jobs.get(id).map_err(|e| storage_error(path, e.into(), "reading a tick job"))? else {
+        return Ok(None);
+    };
+    let rec = Record::decode(v.value()).map_err(|detail| DurableError::Corrupt {
+        path: path.to_path_buf(),
+        detail: format!("job {id}: {detail}"),
+    })?;
+    let is_tick =
+        rec.state == State::Pending && rec.kind == crate::stored::TICK_KIND && rec.payload == name.as_bytes();
+    Ok(is_tick.then_some(rec))
 }
 
 /// The record of a job being stored.
@@ -1073,7 +1310,10 @@ fn answer(op: Op, outcome: Outcome) -> Option<Job> {
             | Op::Extend { reply, .. }
             | Op::Cancel { reply, .. }
             | Op::CancelIn { reply, .. }
-            | Op::Requeue { reply, .. },
+            | Op::Requeue { reply, .. }
+            | Op::ScheduleStore { reply, .. }
+            | Op::ScheduleRemove { reply, .. }
+            | Op::ScheduleFire { reply, .. },
             Outcome::Flag(flag),
         ) => reply.send(Ok(flag)),
         (op, _) => fail(op, DurableError::Storage("internal: outcome does not match its op".into())),
@@ -1092,7 +1332,10 @@ fn fail(op: Op, err: DurableError) {
         | Op::Kill { reply, .. }
         | Op::Extend { reply, .. }
         | Op::Cancel { reply, .. }
-        | Op::Requeue { reply, .. } => reply.send(Err(err)),
+        | Op::Requeue { reply, .. }
+        | Op::ScheduleStore { reply, .. }
+        | Op::ScheduleRemove { reply, .. }
+        | Op::ScheduleFire { reply, .. } => reply.send(Err(err)),
         Op::Dead { reply, .. } => reply.send(Err(err)),
         Op::CancelIn { reply, .. } => reply.send(Err(err)),
     }

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use delayq_durable::{
-    Durability, DurableError, DurableQueue, Inspect, JobId, SendOptions, Sent, Unique, UniqueStates,
+    Durability, DurableError, DurableQueue, Fire, Inspect, JobId, JobInfo, JobQueue, JobState, SendOptions,
+    Sent, StoredSchedule, Unique, UniqueStates, TICK_KIND,
 };
 
 fn ms(n: u64) -> Duration {
@@ -256,4 +257,153 @@ fn racing_sends_of_one_key_store_one_job() {
         assert!(sents.iter().all(|s| s.id() == sents[0].id()));
     }
     assert_eq!(q.len().unwrap(), 20);
+}
+
+fn us(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_micros() as u64
+}
+
+/// The pending tick jobs.
+fn ticks(q: &DurableQueue) -> Vec<JobInfo> {
+    q.jobs(JobState::Pending, usize::MAX).unwrap().into_iter().filter(|j| j.kind == TICK_KIND).collect()
+}
+
+fn fire(expect: u64, next: u64, deadlines: Vec<u64>) -> Fire {
+    Fire {
+        expect_next_us: expect,
+        next_run_us: next,
+        last_run_us: expect,
+        kind: "report".into(),
+        payload: b"r".to_vec(),
+        priority: 3,
+        deadlines_us: deadlines,
+    }
+}
+
+#[test]
+fn the_schedule_store_round_trips_and_keeps_one_pending_tick_job() {
+    let dir = TempDir::new("sched");
+    let q = open(&dir);
+    let next = us(SystemTime::now()) + 3_600_000_000;
+    assert_eq!(q.schedule_get("nightly").unwrap(), None);
+    q.schedule_store("nightly", b"def-1", Some(next)).unwrap();
+    q.schedule_store("alpha", b"def-a", None).unwrap();
+    let want = StoredSchedule {
+        name: "nightly".into(),
+        def: b"def-1".to_vec(),
+        next_run_us: Some(next),
+        last_run_us: None,
+    };
+    assert_eq!(q.schedule_get("nightly").unwrap(), Some(want.clone()));
+    let names: Vec<String> = q.schedule_list().unwrap().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["alpha", "nightly"]);
+    // One tick job, due at next, kind TICK_KIND, the name as payload; the
+    // paused schedule has none.
+    let t = ticks(&q);
+    assert_eq!(t.len(), 1);
+    assert_eq!((t[0].payload.as_slice(), us(t[0].deadline), t[0].priority), (&b"nightly"[..], next, 0));
+    // Stored again: replaced, still one tick job, at the new next.
+    q.schedule_store("nightly", b"def-2", Some(next + 1_000_000)).unwrap();
+    let t2 = ticks(&q);
+    assert_eq!(t2.len(), 1);
+    assert_ne!(t2[0].id, t[0].id);
+    assert_eq!(us(t2[0].deadline), next + 1_000_000);
+    assert_eq!(q.len().unwrap(), 1);
+    // Paused: no tick job; last_run kept.
+    assert!(q.schedule_fire("nightly", &fire(next + 1_000_000, next + 2_000_000, vec![])).unwrap());
+    q.schedule_store("nightly", b"def-3", None).unwrap();
+    assert!(ticks(&q).is_empty());
+    let s = q.schedule_get("nightly").unwrap().unwrap();
+    assert_eq!(
+        (s.next_run_us, s.last_run_us, s.def.as_slice()),
+        (None, Some(next + 1_000_000), &b"def-3"[..])
+    );
+    // A paused schedule does not fire.
+    assert!(!q.schedule_fire("nightly", &fire(next + 2_000_000, next + 3_000_000, vec![1])).unwrap());
+    // Removed: gone with its tick job.
+    q.schedule_store("nightly", b"def-4", Some(next)).unwrap();
+    assert_eq!(ticks(&q).len(), 1);
+    assert!(q.schedule_remove("nightly").unwrap());
+    assert!(!q.schedule_remove("nightly").unwrap());
+    assert!(ticks(&q).is_empty());
+    assert_eq!(q.schedule_get("nightly").unwrap(), None);
+    assert_eq!(q.len().unwrap(), 0);
+}
+
+#[test]
+fn a_fire_stores_its_jobs_once_and_moves_the_schedule_on() {
+    let dir = TempDir::new("fire");
+    let q = open(&dir);
+    let now = us(SystemTime::now());
+    let (t1, t2) = (now - 1_000, now + 3_600_000_000);
+    q.schedule_store("s", b"d", Some(t1)).unwrap();
+    // The worker's part: reserve the tick job, fire, ack it.
+    let tick = q.reserve(Duration::from_secs(30)).unwrap();
+    assert_eq!((tick.kind(), tick.payload()), (TICK_KIND, &b"s"[..]));
+    assert!(ticks(&q).is_empty(), "a leased tick job is not pending");
+    assert!(q.schedule_fire("s", &fire(t1, t2, vec![t1, t1 + 1])).unwrap());
+    assert!(q.ack(&tick).unwrap());
+    let s = q.schedule_get("s").unwrap().unwrap();
+    assert_eq!((s.next_run_us, s.last_run_us), (Some(t2), Some(t1)));
+    let jobs: Vec<JobInfo> =
+        q.jobs(JobState::Pending, 100).unwrap().into_iter().filter(|j| j.kind == "report").collect();
+    assert_eq!(jobs.len(), 2);
+    assert!(jobs.iter().all(|j| j.priority == 3 && j.payload == b"r"));
+    let t = ticks(&q);
+    assert_eq!((t.len(), us(t[0].deadline)), (1, t2));
+    // The same tick again: not fired, nothing stored.
+    assert!(!q.schedule_fire("s", &fire(t1, t2, vec![t1])).unwrap());
+    assert_eq!(q.len().unwrap(), 3);
+    // Bad fires store nothing.
+    let mut bad = fire(t2, t2 + 1, vec![t2]);
+    bad.priority = 10;
+    assert!(matches!(q.schedule_fire("s", &bad), Err(DurableError::InvalidArgument(_))));
+    bad = fire(t2, t2 + 1, vec![t2]);
+    bad.kind = "a\u{7}".into();
+    assert!(matches!(q.schedule_fire("s", &bad), Err(DurableError::InvalidArgument(_))));
+    assert!(matches!(q.schedule_store("", b"", None), Err(DurableError::InvalidArgument(_))));
+    let big = vec![0u8; (1 << 20) + 4097];
+    assert!(matches!(q.schedule_store("big", &big, None), Err(DurableError::PayloadTooLarge { .. })));
+    assert_eq!(q.len().unwrap(), 3);
+}
+
+#[test]
+fn a_fire_restores_a_missing_tick_job() {
+    let dir = TempDir::new("restore");
+    let q = open(&dir);
+    let next = us(SystemTime::now()) + 3_600_000_000;
+    q.schedule_store("s", b"d", Some(next)).unwrap();
+    assert!(q.cancel(ticks(&q)[0].id).unwrap());
+    assert!(!q.schedule_fire("s", &fire(next - 1, next + 1, vec![])).unwrap());
+    let t = ticks(&q);
+    assert_eq!((t.len(), us(t[0].deadline)), (1, next));
+}
+
+#[test]
+fn threads_firing_one_tick_fire_it_once() {
+    let dir = TempDir::new("fire-race");
+    let q = DurableQueue::open(dir.file()).unwrap();
+    let now = us(SystemTime::now());
+    for round in 0..10u64 {
+        let name = format!("s{round}");
+        q.schedule_store(&name, b"d", Some(now)).unwrap();
+        let wins: usize = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..6)
+                .map(|_| {
+                    let (q, name) = (&q, name.clone());
+                    s.spawn(move || {
+                        usize::from(
+                            q.schedule_fire(&name, &fire(now, now + 3_600_000_000, vec![now])).unwrap(),
+                        )
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(wins, 1);
+    }
+    let reports =
+        q.jobs(JobState::Pending, usize::MAX).unwrap().into_iter().filter(|j| j.kind == "report").count();
+    assert_eq!(reports, 10);
+    assert_eq!(ticks(&q).len(), 10);
 }
