@@ -2,10 +2,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -16,8 +19,9 @@ use crate::error::DurableError;
 use crate::job::{after_nanos, check_kind, clip_error, now_nanos, to_nanos, Job, JobId, Stats};
 use crate::options::{SendOptions, Sent};
 use crate::record::{Record, State};
-use crate::stop::{recv_or_stop, StopSignal};
+use crate::stop::{StopSignal, Unpark};
 use crate::stored::{check_schedule_name, from_us, Fire, StoredSchedule};
+use crate::writer::parked::Parked;
 
 use crate::reply::{reply, Reply, Waiting};
 use crate::writer::{
@@ -106,6 +110,9 @@ struct Inner {
     mailbox: Arc<Mailbox>,
     counters: Arc<Counters>,
     timers: delayq::Receiver<Timer>,
+    /// Wake-ups parked by consumers that exclude their job's kind
+    /// (`writer/parked.rs`).
+    parked: Arc<Parked>,
     writer: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
     max_payload: usize,
@@ -182,6 +189,7 @@ impl DurableQueue {
             }
         }
         let mailbox = Arc::new(Mailbox::default());
+        let parked = Arc::new(Parked::default());
         let db: SharedDb = Arc::new(std::sync::RwLock::new(Some(db)));
         let writer = Writer {
             db: db.clone(),
@@ -199,6 +207,7 @@ impl DurableQueue {
             sampled: 0,
             ready: recovered.ready,
             ready_stale: false,
+            parked: parked.clone(),
         };
         let handle = std::thread::Builder::new()
             .name("delayq-durable-writer".into())
@@ -211,6 +220,7 @@ impl DurableQueue {
                 mailbox,
                 counters,
                 timers: timers_rx,
+                parked,
                 writer: Mutex::new(Some(handle)),
                 closed: AtomicBool::new(false),
                 max_payload: options.max_payload,
@@ -352,13 +362,22 @@ impl DurableQueue {
         &self.inner.timers
     }
 
-    /// Asks the writer to lease the job of a timer a consumer received.
+    /// Wake-ups parked for consumers that take their kind.
+    #[cfg(feature = "async")]
+    pub(crate) fn parked(&self) -> &Parked {
+        &self.inner.parked
+    }
+
+    /// Asks the writer for a lease on the best due job not of a kind in
+    /// `exclude`, with the wake-up (timer) a consumer received.
     pub(crate) fn begin_lease(
         &self,
         (id, gen): Timer,
         lease_ns: u64,
+        exclude: Option<&Arc<[String]>>,
     ) -> Result<Waiting<Option<Job>>, DurableError> {
-        self.begin(|reply| Op::Lease { id, gen, lease: lease_ns, exclude: None, reply })
+        let exclude = exclude.cloned();
+        self.begin(|reply| Op::Lease { id, gen, lease: lease_ns, exclude, reply })
     }
 
     /// Gives back a lease whose job never reached its caller (the delivery
@@ -380,7 +399,7 @@ impl DurableQueue {
     /// the lease could not be committed (the job is offered again shortly).
     pub fn reserve(&self, lease: Duration) -> Result<Job, DurableError> {
         loop {
-            if let Some(job) = self.reserve_until(lease, None, None)? {
+            if let Some(job) = self.reserve_until(lease, None, None, None)? {
                 return Ok(job);
             }
         }
@@ -388,7 +407,7 @@ impl DurableQueue {
 
     /// As [`reserve`](Self::reserve), but gives up after `timeout` with `Ok(None)`.
     pub fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
-        self.reserve_until(lease, Some(Instant::now().checked_add(timeout)), None)
+        self.reserve_until(lease, Some(Instant::now().checked_add(timeout)), None, None)
     }
 
     /// As [`reserve`](Self::reserve), but returns `Ok(None)` once `stop` is
@@ -397,7 +416,7 @@ impl DurableQueue {
     /// no periodic wake-up. A job whose timer was taken before the signal is
     /// still leased and returned.
     pub fn reserve_or_stop(&self, lease: Duration, stop: &StopSignal) -> Result<Option<Job>, DurableError> {
-        self.reserve_until(lease, None, Some(stop))
+        self.reserve_until(lease, None, Some(stop), None)
     }
 
     /// Waits up to `timeout` for a due job, then leases as many due jobs as are
@@ -415,15 +434,15 @@ impl DurableQueue {
         let lease_ns = lease_nanos(lease)?;
         let deadline = Instant::now().checked_add(timeout);
         loop {
-            let first = match self.next_timer(Some(deadline))? {
+            let first = match self.next_wakeup(Some(deadline), None, None)? {
                 Some(t) => t,
                 None => return Ok(Vec::new()),
             };
             let mut timers = vec![first];
             while timers.len() < max {
-                match self.inner.timers.try_recv() {
-                    Ok(t) => timers.push(t),
-                    Err(_) => break,
+                match self.inner.timers.try_recv().ok().or_else(|| self.inner.parked.take(None)) {
+                    Some(t) => timers.push(t),
+                    None => break,
                 }
             }
             let mut waits = Vec::with_capacity(timers.len());
@@ -457,48 +476,95 @@ impl DurableQueue {
     /// `deadline`: `None` blocks forever; `Some(None)` is a timeout too far to
     /// represent, which also blocks forever.
     /// `stop`: also return `Ok(None)` once it is raised.
+    /// `exclude`: kinds not to lease (`reserve_excluding`).
     fn reserve_until(
         &self,
         lease: Duration,
         deadline: Option<Option<Instant>>,
         stop: Option<&StopSignal>,
+        exclude: Option<&Arc<[String]>>,
     ) -> Result<Option<Job>, DurableError> {
         let lease_ns = lease_nanos(lease)?;
         loop {
-            let timer = match stop {
-                None => self.next_timer(deadline)?,
-                Some(stop) => self.next_timer_or_stop(stop)?,
-            };
-            let Some((id, gen)) = timer else {
+            let Some(timer) = self.next_wakeup(deadline, stop, exclude)? else {
                 return Ok(None);
             };
-            if let Some(job) = self.begin_lease((id, gen), lease_ns)?.wait()? {
+            if let Some(job) = self.begin_lease(timer, lease_ns, exclude)?.wait()? {
                 return Ok(Some(job));
             }
-            // A stale timer (the job changed since it was armed) or one due by
-            // the monotonic clock but not yet by the wall clock: wait on.
+            // A stale timer (the job changed since it was armed), one due by
+            // the monotonic clock but not yet by the wall clock, or one of an
+            // excluded kind (parked for another consumer): wait on.
         }
     }
 
-    fn next_timer(&self, deadline: Option<Option<Instant>>) -> Result<Option<Timer>, DurableError> {
-        if self.inner.closed.load(Ordering::Acquire) {
+    /// The next wake-up for this consumer: a due timer from the core queue,
+    /// or a wake-up parked for a kind it takes (`writer/parked.rs`);
+    /// `Ok(None)` at `deadline` (`None`: none; `Some(None)`: too far to
+    /// represent, none either) or once `stop` is raised.
+    ///
+    /// Without waiting first; then the core queue's async receive, the
+    /// parked board and the stop signal, all three registered with one
+    /// waker that unparks this thread (register, re-check, then park). No
+    /// polling and no periodic wake-up.
+    fn next_wakeup(
+        &self,
+        deadline: Option<Option<Instant>>,
+        stop: Option<&StopSignal>,
+        exclude: Option<&Arc<[String]>>,
+    ) -> Result<Option<Timer>, DurableError> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::Acquire) {
             return Err(DurableError::Closed);
         }
-        match deadline {
-            None | Some(None) => self.inner.timers.recv().map(Some).map_err(|_| DurableError::Closed),
-            Some(Some(at)) => match self.inner.timers.recv_deadline(at) {
-                Ok(t) => Ok(Some(t)),
-                Err(delayq::RecvTimeoutError::Timeout) => Ok(None),
-                Err(delayq::RecvTimeoutError::Disconnected) => Err(DurableError::Closed),
+        if stop.is_some_and(StopSignal::is_raised) {
+            return Ok(None);
+        }
+        match inner.timers.try_recv() {
+            Ok(t) => return Ok(Some(t)),
+            Err(delayq::TryRecvError::Disconnected) => return Err(DurableError::Closed),
+            Err(delayq::TryRecvError::Empty) => {}
+        }
+        if let Some(t) = inner.parked.take(exclude.map(|e| &e[..])) {
+            return Ok(Some(t));
+        }
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let _stop_registration = match stop {
+            Some(stop) => match stop.register(&waker) {
+                Some(r) => Some(r),
+                None => return Ok(None),
             },
+            None => None,
+        };
+        let mut cx = Context::from_waker(&waker);
+        let mut recv = pin!(inner.timers.recv_async());
+        let mut registered = None;
+        loop {
+            if let Poll::Ready(r) = recv.as_mut().poll(&mut cx) {
+                return r.map(Some).map_err(|_| DurableError::Closed);
+            }
+            drop(registered.take());
+            match inner.parked.take_or_register(&waker, exclude) {
+                Ok(t) => return Ok(Some(t)),
+                Err(r) => registered = Some(r),
+            }
+            // Raised after the registration: seen here, or its wake-up
+            // unparks the park below.
+            if stop.is_some_and(StopSignal::is_raised) {
+                return Ok(None);
+            }
+            match deadline {
+                Some(Some(at)) => {
+                    let now = Instant::now();
+                    if now >= at {
+                        return Ok(None);
+                    }
+                    std::thread::park_timeout(at - now);
+                }
+                // A stray unpark only makes another turn of the loop.
+                _ => std::thread::park(),
+            }
         }
-    }
-
-    fn next_timer_or_stop(&self, stop: &StopSignal) -> Result<Option<Timer>, DurableError> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return Err(DurableError::Closed);
-        }
-        recv_or_stop(&self.inner.timers, stop).map_err(|_| DurableError::Closed)
     }
 
     /// Deletes a job the caller holds the lease of. `Ok(false)` if the lease is
@@ -910,17 +976,28 @@ impl DurableQueue {
         let job = NewJob { kind: opts.kind.clone(), payload, deadline, priority: opts.priority, unique };
         self.begin(|reply| Op::SendWith { job, reply })
     }
-    /// As `reserve_or_stop`, leasing no job of an excluded kind.
+    /// As [`reserve_or_stop`](Self::reserve_or_stop), but leases no job
+    /// whose kind is in `exclude`: those stay pending, unleased, their
+    /// attempts uncounted, for a consumer that takes them. Among the due
+    /// jobs it may take, the usual order (priority, deadline, send order).
+    ///
+    /// A due job it excludes that reaches it (a timer goes to whichever
+    /// consumer receives it) is parked for the consumers that take its kind,
+    /// and wakes those already blocked, plain `reserve`s included; with only
+    /// excluded jobs due, it sleeps (no CPU) until a job it may take is due
+    /// or `stop` is raised.
     pub fn reserve_excluding(
         &self,
-        _lease: Duration,
-        _exclude: &[String],
-        _stop: &StopSignal,
+        lease: Duration,
+        exclude: &[String],
+        stop: &StopSignal,
     ) -> Result<Option<Job>, DurableError> {
-        Err(DurableError::InvalidArgument("reserve_excluding is not implemented on this backend yet"))
+        if exclude.is_empty() {
+            return self.reserve_or_stop(lease, stop);
+        }
+        let exclude: Arc<[String]> = exclude.into();
+        self.reserve_until(lease, None, Some(stop), Some(&exclude))
     }
-    /// The schedule store ([`JobQueue::schedule_store`](crate::JobQueue::schedule_store)):
-    /// one writer op, so the schedule and its tick job change in one commit.
     #[doc(hidden)]
     pub fn schedule_store(
         &self,

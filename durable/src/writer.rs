@@ -60,6 +60,7 @@ use crate::options::Sent;
 use crate::record::{Record, State, UniqueKey};
 use crate::reply::Reply;
 
+pub(crate) mod parked;
 mod ready;
 pub(crate) mod schedules;
 mod unique;
@@ -228,8 +229,21 @@ pub(crate) enum Outcome {
 }
 
 enum TimerAct {
-    Arm { id: u64, gen: u64, due: u64 },
-    Disarm { id: u64 },
+    Arm {
+        id: u64,
+        gen: u64,
+        due: u64,
+    },
+    Disarm {
+        id: u64,
+    },
+    /// The job's timer was consumed by a consumer that excludes its kind:
+    /// its wake-up waits in `parked.rs` for one that takes it.
+    Park {
+        id: u64,
+        gen: u64,
+        kind: String,
+    },
 }
 
 #[derive(Default)]
@@ -339,6 +353,8 @@ pub(crate) struct Writer {
     /// The index missed changes (a failed commit whose re-read failed too):
     /// rebuilt from the file before the next batch.
     pub(crate) ready_stale: bool,
+    /// Wake-ups parked by consumers that exclude their job's kind.
+    pub(crate) parked: Arc<parked::Parked>,
 }
 
 impl Drop for Writer {
@@ -699,6 +715,7 @@ impl Writer {
     fn act(&mut self, act: TimerAct) {
         match act {
             TimerAct::Arm { id, gen, due } => {
+                self.parked.unpark(id);
                 let delay = Duration::from_nanos(due.saturating_sub(now_nanos()));
                 if let Some(old) = self.keys.remove(&id) {
                     self.timers.discard(old);
@@ -710,9 +727,16 @@ impl Writer {
                 }
             }
             TimerAct::Disarm { id } => {
+                self.parked.unpark(id);
                 if let Some(old) = self.keys.remove(&id) {
                     self.timers.discard(old);
                 }
+            }
+            TimerAct::Park { id, gen, kind } => {
+                // Its timer fired (the key is spent): the parked entry is
+                // the job's one wake-up now.
+                self.keys.remove(&id);
+                self.parked.park(id, gen, kind);
             }
         }
     }
@@ -733,6 +757,10 @@ impl Writer {
         let now = now_nanos();
         // How late the most overdue job this batch leases is (ns).
         let mut late: Option<u64> = None;
+        // Whether the batch wrote anything: a batch of leases that leased
+        // nothing (stale or parked wake-ups) commits nothing, and costs no
+        // fsync.
+        let mut dirty = false;
         {
             let mut jobs =
                 txn.open_table(JOBS).map_err(|e| storage_error(&self.path, e.into(), "opening jobs"))?;
@@ -749,6 +777,7 @@ impl Writer {
             // The uniqueness keys' tables, opened on first use.
             let mut keys: Option<Keys<'_>> = None;
             for op in batch {
+                dirty |= !matches!(op, Op::Lease { .. });
                 let outcome = match op {
                     Op::Send { jobs: sends, .. } => {
                         let mut ids = Vec::with_capacity(sends.len());
@@ -864,6 +893,16 @@ impl Writer {
                         // it, keeps a wake-up: its timer was consumed, so it
                         // is armed again (at once if it is due).
                         match own {
+                            // Due, and of a kind this consumer excludes: armed
+                            // again, it could come straight back to it (a busy
+                            // loop), so it waits for a consumer that takes it.
+                            Some(rec)
+                                if rec.state == State::Pending
+                                    && rec.deadline <= now
+                                    && exclude.contains(&rec.kind) =>
+                            {
+                                acts.push(TimerAct::Park { id, gen: rec.gen, kind: rec.kind })
+                            }
                             Some(rec) if rec.state == State::Pending => {
                                 acts.push(TimerAct::Arm { id, gen: rec.gen, due: rec.deadline })
                             }
@@ -874,6 +913,7 @@ impl Writer {
                             }
                             _ => {}
                         }
+                        dirty |= expired || leased.is_some();
                         Outcome::Job(leased)
                     }
                     Op::Ack { id, token, .. } => match get(&jobs, *id)? {
@@ -1142,6 +1182,10 @@ impl Writer {
                     txn.open_table(META).map_err(|e| storage_error(&self.path, e.into(), "opening meta"))?;
                 meta.insert(META_NEXT_ID, next_id).map_err(err)?;
             }
+        }
+        if !dirty && !(durable && matches!(self.durability, Durability::Window(_))) {
+            txn.abort().map_err(|e| storage_error(&self.path, e.into(), "ending a read-only batch"))?;
+            return Ok((outcomes, acts, deltas, next_id));
         }
         txn.commit().map_err(|e| storage_error(&self.path, e.into(), "committing"))?;
         Ok((outcomes, acts, deltas, next_id))

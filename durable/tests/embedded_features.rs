@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use delayq_durable::{
-    Durability, DurableError, DurableQueue, Fire, Inspect, JobId, JobInfo, JobQueue, JobState, SendOptions,
-    Sent, StoredSchedule, Unique, UniqueStates, TICK_KIND,
+    Durability, DurableError, DurableQueue, Fire, Inspect, JobId, JobInfo, JobState, SendOptions, Sent,
+    StoredSchedule, Unique, UniqueStates, TICK_KIND,
 };
 
 fn ms(n: u64) -> Duration {
@@ -406,4 +406,126 @@ fn threads_firing_one_tick_fire_it_once() {
         q.jobs(JobState::Pending, usize::MAX).unwrap().into_iter().filter(|j| j.kind == "report").count();
     assert_eq!(reports, 10);
     assert_eq!(ticks(&q).len(), 10);
+}
+
+/// CPU time (user + system) of the thread `tid` of this process.
+fn cpu_time(tid: i32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+#[test]
+fn reserve_excluding_takes_what_it_may_and_leaves_the_rest_unleased_and_uncounted() {
+    let dir = TempDir::new("exclude");
+    let q = open(&dir);
+    let past = SystemTime::now() - Duration::from_secs(1);
+    let a_ids = {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| (0..250).map(|_| q.send_kind_at("a", b"a", past).unwrap()).collect::<Vec<_>>())
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect::<Vec<JobId>>()
+        })
+    };
+    let b = q.send_kind_at("b", b"b", past + ms(500)).unwrap();
+    let stop = delayq_durable::StopSignal::new();
+    let exclude = vec!["a".to_string()];
+    let job = q.reserve_excluding(Duration::from_secs(30), &exclude, &stop).unwrap().unwrap();
+    assert_eq!((job.id(), job.kind()), (b, "b"));
+    let stats = q.stats().unwrap();
+    assert_eq!((stats.pending, stats.leased), (1000, 1));
+    assert!(q.jobs(JobState::Pending, usize::MAX).unwrap().iter().all(|j| j.kind == "a" && j.attempt == 0));
+
+    // Only "a" jobs due: it sleeps, using no CPU, until stop is raised.
+    let raiser = stop.clone();
+    let waiter = std::thread::spawn(move || {
+        std::thread::sleep(ms(1500));
+        raiser.raise();
+    });
+    let started = std::time::Instant::now();
+    let got = std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (q, exclude, stop) = (&q, &exclude, &stop);
+        let h = s.spawn(move || {
+            // "/proc/thread-self" links to "<pid>/task/<tid>".
+            let link = std::fs::read_link("/proc/thread-self").unwrap();
+            tx.send(link.file_name().unwrap().to_str().unwrap().parse::<i32>().unwrap()).unwrap();
+            q.reserve_excluding(Duration::from_secs(30), exclude, stop)
+        });
+        let tid = rx.recv().unwrap();
+        // The burst of parking the 1000 wake-ups is over well before this.
+        std::thread::sleep(ms(700));
+        let mid = cpu_time(tid);
+        std::thread::sleep(ms(700));
+        let end = cpu_time(tid);
+        assert!(end - mid <= ms(20), "busy while only excluded jobs are due: {:?} CPU in 700 ms", end - mid);
+        h.join().unwrap()
+    });
+    assert_eq!(got.unwrap(), None);
+    assert!(started.elapsed() >= ms(1400));
+    waiter.join().unwrap();
+    assert_eq!(q.stats().unwrap().leased, 1);
+    assert!(q.jobs(JobState::Pending, usize::MAX).unwrap().iter().all(|j| j.attempt == 0));
+
+    // A plain reserve then gets the "a" jobs, every one.
+    let mut got = Vec::new();
+    while let Some(job) = q.reserve_timeout(Duration::from_secs(30), ms(200)).unwrap() {
+        assert_eq!((job.kind(), job.attempt()), ("a", 1));
+        got.push(job.id());
+    }
+    got.sort();
+    let mut want = a_ids;
+    want.sort();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_plain_reserve_already_blocked_gets_a_job_an_excluding_consumer_parked() {
+    let dir = TempDir::new("strand");
+    let q = open(&dir);
+    for _ in 0..20 {
+        let stop = delayq_durable::StopSignal::new();
+        let (got, excluder) = std::thread::scope(|s| {
+            let plain =
+                s.spawn(|| q.reserve_timeout(Duration::from_secs(30), Duration::from_secs(10)).unwrap());
+            let excl =
+                s.spawn(|| q.reserve_excluding(Duration::from_secs(30), &["a".to_string()], &stop).unwrap());
+            // Both blocked; the job's timer goes to either.
+            std::thread::sleep(ms(30));
+            let id = q.send_kind_after("a", b"a", ms(20)).unwrap();
+            let got = plain.join().unwrap().expect("the plain reserve is not stranded");
+            assert_eq!(got.id(), id);
+            assert!(q.ack(&got).unwrap());
+            stop.raise();
+            (got, excl.join().unwrap())
+        });
+        assert_eq!(got.kind(), "a");
+        assert_eq!(excluder, None);
+    }
+}
+
+#[test]
+fn a_reserve_excluding_that_starts_later_takes_a_parked_job_and_a_blocked_one_wakes_for_its_kind() {
+    let dir = TempDir::new("later");
+    let q = open(&dir);
+    let stop_a = delayq_durable::StopSignal::new();
+    let a = q.send_kind_at("a", b"a", SystemTime::now()).unwrap();
+    // Excludes "a": parks it, then blocks.
+    std::thread::scope(|s| {
+        let h =
+            s.spawn(|| q.reserve_excluding(Duration::from_secs(30), &["a".to_string()], &stop_a).unwrap());
+        std::thread::sleep(ms(100));
+        // One that excludes "b" only takes the parked "a" job at once.
+        let stop_b = delayq_durable::StopSignal::new();
+        let job = q.reserve_excluding(Duration::from_secs(30), &["b".to_string()], &stop_b).unwrap().unwrap();
+        assert_eq!(job.id(), a);
+        // A "c" job due later wakes the blocked one (it may take it).
+        let c = q.send_kind_after("c", b"c", ms(50)).unwrap();
+        let got = h.join().unwrap().unwrap();
+        assert_eq!(got.id(), c);
+    });
 }

@@ -103,11 +103,6 @@ impl Ready {
             .map(|(_, d, id, l)| (l, d, id))
     }
 
-    /// Whether a job of `kind` is due.
-    pub(crate) fn any_due_of(&self, kind: &str, now: u64) -> bool {
-        self.kinds.get(kind).is_some_and(|l| self.best_of(l, now).is_some())
-    }
-
     /// `(effective priority, deadline, id, level)` of the best due head.
     fn best_of(&self, levels: &Levels, now: u64) -> Option<(u8, u64, u64, u8)> {
         let mut best: Option<(u8, u64, u64, u8)> = None;
@@ -175,7 +170,6 @@ mod tests {
         r.remove(4, &rec(0, 100, ""));
         r.remove(3, &rec(1, 20, "b"));
         assert_eq!(r.best(100, &[]), Some((1, 30, 2)));
-        assert!(r.any_due_of("a", 30) && !r.any_due_of("b", 30));
         r.forget(1, 30, 2);
         assert_eq!((r.best(100, &[]), r.len()), (Some((5, 10, 1)), 1));
     }
