@@ -922,7 +922,7 @@ fn recover(db: &Database, path: &Path, aging_step: u64) -> Result<Recovered, Dur
     Ok(out)
 }
 
-/// Issue 33's primitives (stubs until this backend implements them).
+/// Issue 33's primitives: `send_with` (priorities, uniqueness keys), `reserve_excluding`, the schedule store.
 impl DurableQueue {
     /// Stores a job with options ([`JobQueue::send_with`](crate::JobQueue::send_with)).
     ///

@@ -529,3 +529,63 @@ fn a_reserve_excluding_that_starts_later_takes_a_parked_job_and_a_blocked_one_wa
         assert_eq!(got.id(), c);
     });
 }
+
+#[test]
+fn aging_lets_an_old_low_priority_job_out_before_a_newer_urgent_one() {
+    let dir = TempDir::new("aging");
+    let q = DurableQueue::builder()
+        .durability(Durability::Window(ms(5)))
+        .priority_aging(ms(100))
+        .open(dir.file())
+        .unwrap();
+    let now = SystemTime::now();
+    // Priority 5, due 1 s ago: aged 10 steps, effective 0.
+    let old = created(q.send_with(b"old", now - Duration::from_secs(1), &prio(5)).unwrap());
+    // Priority 1, due 150 ms ago: aged 1 step, effective 0, later deadline.
+    let urgent = created(q.send_with(b"urgent", now - ms(150), &prio(1)).unwrap());
+    // Priority 0, due now: effective 0, the latest deadline.
+    let newest = created(q.send_with(b"newest", now, &prio(0)).unwrap());
+    let order: Vec<JobId> =
+        (0..3).map(|_| q.reserve_timeout(Duration::from_secs(30), ms(500)).unwrap().unwrap().id()).collect();
+    assert_eq!(order, [old, urgent, newest]);
+
+    // Without aging, priority alone.
+    let dir2 = TempDir::new("no-aging");
+    let q = open(&dir2);
+    let old = created(q.send_with(b"old", now - Duration::from_secs(1), &prio(5)).unwrap());
+    let urgent = created(q.send_with(b"urgent", now, &prio(1)).unwrap());
+    let order: Vec<JobId> =
+        (0..2).map(|_| q.reserve_timeout(Duration::from_secs(30), ms(500)).unwrap().unwrap().id()).collect();
+    assert_eq!(order, [urgent, old]);
+}
+
+#[test]
+fn priorities_unique_keys_and_schedules_survive_a_reopen() {
+    let dir = TempDir::new("reopen");
+    let now = SystemTime::now();
+    let next = us(now) + 3_600_000_000;
+    let (low, high, keyed) = {
+        let q = DurableQueue::open(dir.file()).unwrap();
+        let low = created(q.send_with(b"low", now - ms(10), &prio(8)).unwrap());
+        let high = created(q.send_with(b"high", now, &prio(2)).unwrap());
+        let keyed = created(q.send_with(b"k", now + Duration::from_secs(3600), &unique("kept")).unwrap());
+        q.schedule_store("hourly", b"def", Some(next)).unwrap();
+        (low, high, keyed)
+    };
+    let q = DurableQueue::open(dir.file()).unwrap();
+    assert_eq!(q.send_with(b"again", now, &unique("kept")).unwrap(), Sent::Existing(keyed));
+    let a = q.reserve_timeout(Duration::from_secs(30), ms(500)).unwrap().unwrap();
+    let b = q.reserve_timeout(Duration::from_secs(30), ms(500)).unwrap().unwrap();
+    assert_eq!((a.id(), a.priority(), b.id(), b.priority()), (high, 2, low, 8));
+    let s = q.schedule_get("hourly").unwrap().unwrap();
+    assert_eq!((s.def.as_slice(), s.next_run_us), (&b"def"[..], Some(next)));
+    assert_eq!(ticks(&q).len(), 1);
+    // Leased at the "crash": due again at once, with its priority.
+    drop(q);
+    let q = DurableQueue::open(dir.file()).unwrap();
+    let mut again: Vec<u8> = (0..2)
+        .map(|_| q.reserve_timeout(Duration::from_secs(30), ms(500)).unwrap().unwrap().priority())
+        .collect();
+    again.sort();
+    assert_eq!(again, [2, 8]);
+}
