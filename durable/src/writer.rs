@@ -1183,7 +1183,9 @@ impl Writer {
                 meta.insert(META_NEXT_ID, next_id).map_err(err)?;
             }
         }
-        if !dirty && !(durable && matches!(self.durability, Durability::Window(_))) {
+        // A window's durable commit syncs the commits before it: never skipped.
+        let syncs = durable && matches!(self.durability, Durability::Window(_));
+        if !(dirty || syncs) {
             txn.abort().map_err(|e| storage_error(&self.path, e.into(), "ending a read-only batch"))?;
             return Ok((outcomes, acts, deltas, next_id));
         }
