@@ -82,6 +82,24 @@ use crate::writer::{
 ///   [`Builder::priority_aging`]), then the earliest deadline, then the
 ///   lowest id — which is the best of at most ten level heads: O(log n) per
 ///   send and lease on top of the B-tree write.
+/// - **Excluded kinds** ([`reserve_excluding`](DurableQueue::reserve_excluding)):
+///   a wake-up that reaches a consumer excluding its job's kind, with nothing
+///   else due for it, is parked under the kind (`writer/parked.rs`), not
+///   re-armed; every reserve takes a parked wake-up of a kind it accepts
+///   before it blocks, and a blocked one is woken when one is parked. So no
+///   busy loop and no stranded job; one extra round trip to the writer per
+///   excluded job that reaches an excluding consumer (no commit: a batch
+///   that leases nothing writes nothing).
+/// - **Uniqueness keys**: a redb table maps each key to the job holding it
+///   (and its period); the writer checks and stores in the same transaction,
+///   so racing sends of one key store one job. A mapping goes with its job
+///   (ack, cancel, death) unless its period runs; those are swept a few at a
+///   time by later unique sends (`writer/unique.rs`).
+/// - **Schedules**: a redb table of schedules, each with the id of its
+///   pending tick job (an ordinary job of kind
+///   [`TICK_KIND`](crate::TICK_KIND)); storing, removing and firing one
+///   changes the schedule and its tick job in one commit
+///   (`writer/schedules.rs`).
 /// - **Leases**: `reserve` gives the job a fresh lease token; `ack`, `nack`
 ///   and `extend` act only with the current token, so a worker whose lease
 ///   expired and whose job went to another worker cannot ack it (`Ok(false)`).
