@@ -134,8 +134,12 @@ impl AsyncDurableQueue {
             Some(at) => Some(self.alarms()?.deadline(at)),
             None => None,
         };
+        if let Some(t) = self.queue.parked().take(None) {
+            return Ok(Some(t));
+        }
         let mut recv = self.queue.timers().recv_async();
         let mut registered: Option<Registration<'_>> = None;
+        let mut parked = None;
         poll_fn(|cx| {
             // The signal first: once it is raised, no job is taken, even a
             // due one (as the blocking `reserve_or_stop`).
@@ -149,6 +153,13 @@ impl AsyncDurableQueue {
             }
             if let Poll::Ready(r) = Pin::new(&mut recv).poll(cx) {
                 return Poll::Ready(r.map(Some).map_err(|_| DurableError::Closed));
+            }
+            // A wake-up parked by a consumer that excludes its kind (this
+            // one takes every kind): taken, or registered for (`writer/parked.rs`).
+            drop(parked.take());
+            match self.queue.parked().take_or_register(cx.waker(), None) {
+                Ok(t) => return Poll::Ready(Ok(Some(t))),
+                Err(r) => parked = Some(r),
             }
             if let Some(alarm) = alarm.as_mut() {
                 if Pin::new(alarm).poll(cx).is_ready() {
@@ -173,8 +184,10 @@ impl AsyncDurableQueue {
             };
             // No suspension point between taking the timer and posting its
             // lease: a drop cannot come between them.
-            let mut lease =
-                LeaseGuard { queue: &self.queue, waiting: Some(self.queue.begin_lease(timer, lease_ns)?) };
+            let mut lease = LeaseGuard {
+                queue: &self.queue,
+                waiting: Some(self.queue.begin_lease(timer, lease_ns, None)?),
+            };
             if let Some(job) = lease.wait().await? {
                 return Ok(Some(job));
             }
@@ -268,16 +281,16 @@ impl AsyncJobQueue for AsyncDurableQueue {
             };
             let mut timers = vec![first];
             while timers.len() < max {
-                match self.queue.timers().try_recv() {
-                    Ok(t) => timers.push(t),
-                    Err(_) => break,
+                match self.queue.timers().try_recv().ok().or_else(|| self.queue.parked().take(None)) {
+                    Some(t) => timers.push(t),
+                    None => break,
                 }
             }
             // Every lease posted before the first suspension point.
             let mut guards = Vec::with_capacity(timers.len());
             let mut post_err = None;
             for timer in timers {
-                match self.queue.begin_lease(timer, lease_ns) {
+                match self.queue.begin_lease(timer, lease_ns, None) {
                     Ok(w) => guards.push(LeaseGuard { queue: &self.queue, waiting: Some(w) }),
                     Err(e) => post_err = post_err.or(Some(e)),
                 }
@@ -348,8 +361,6 @@ impl AsyncJobQueue for AsyncDurableQueue {
         at: SystemTime,
         opts: &SendOptions,
     ) -> Result<Sent, DurableError> {
-        let _ = (payload, at);
-        opts.check()?;
-        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+        self.queue.begin_send_with(payload, at, opts)?.await
     }
 }

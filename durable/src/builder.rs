@@ -29,6 +29,7 @@ pub struct Builder {
     pub(crate) durability: Durability,
     pub(crate) verify_on_open: bool,
     pub(crate) cache_size: Option<usize>,
+    pub(crate) priority_aging: Option<Duration>,
 }
 
 impl Default for Builder {
@@ -48,6 +49,7 @@ impl Builder {
             durability: Durability::Immediate,
             verify_on_open: true,
             cache_size: None,
+            priority_aging: None,
         }
     }
 
@@ -85,6 +87,18 @@ impl Builder {
     /// The storage engine's page cache, in bytes (redb's default otherwise).
     pub fn cache_size(mut self, bytes: usize) -> Builder {
         self.cache_size = Some(bytes);
+        self
+    }
+
+    /// Ages due jobs: a due job's effective priority is its priority less
+    /// one per `step` it has been due (`priority - floor((now - deadline) /
+    /// step)`, at least 0), and due jobs are reserved by effective priority,
+    /// then deadline, then send order. A job of priority `p` thus waits at
+    /// most about `p * step` behind a stream of more urgent ones. Off by
+    /// default (due jobs go by priority alone). A step under 1 ms is
+    /// [`InvalidArgument`](crate::DurableError::InvalidArgument) at `open`.
+    pub fn priority_aging(mut self, step: Duration) -> Builder {
+        self.priority_aging = Some(step);
         self
     }
 }

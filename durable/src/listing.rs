@@ -52,7 +52,7 @@ pub(crate) fn info(id: u64, rec: Record) -> JobInfo {
         deadline: from_nanos(rec.deadline),
         attempt: rec.attempt,
         last_error: rec.error,
-        priority: 0,
+        priority: rec.priority,
         payload: rec.payload,
     }
 }

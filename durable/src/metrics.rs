@@ -188,6 +188,7 @@ mod on {
             for (op, outcome) in batch.iter().zip(outcomes) {
                 match (op, outcome) {
                     (Op::Send { .. }, Outcome::Ids(ids)) => sent += ids.len() as u64,
+                    (Op::SendWith { .. }, Outcome::Sent(crate::options::Sent::Created(_))) => sent += 1,
                     (Op::Ack { .. }, Outcome::Flag(true)) => acked += 1,
                     (Op::Nack { .. }, Outcome::Flag(true)) => nacked += 1,
                     _ => {}

@@ -2,10 +2,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -16,11 +19,14 @@ use crate::error::DurableError;
 use crate::job::{after_nanos, check_kind, clip_error, now_nanos, to_nanos, Job, JobId, Stats};
 use crate::options::{SendOptions, Sent};
 use crate::record::{Record, State};
-use crate::stop::{recv_or_stop, StopSignal};
-use crate::stored::{Fire, StoredSchedule};
+use crate::stop::{StopSignal, Unpark};
+use crate::stored::{check_schedule_name, from_us, Fire, StoredSchedule};
+use crate::writer::parked::Parked;
 
 use crate::reply::{reply, Reply, Waiting};
-use crate::writer::{self, storage_error, Counters, Mailbox, Op, SharedDb, Timer, Writer, JOBS, META};
+use crate::writer::{
+    self, storage_error, Counters, Mailbox, NewJob, Op, Ready, SharedDb, Timer, Writer, JOBS, META,
+};
 
 /// Durable delayed jobs in one embedded database file ([redb]): a job is on
 /// disk before `send_*` returns, handed out with a lease by `reserve`, deleted
@@ -68,6 +74,32 @@ use crate::writer::{self, storage_error, Counters, Mailbox, Op, SharedDb, Timer,
 ///   step (sends, nacks, leases, extends) are on time, and reopening the queue
 ///   re-arms every timer from the wall clock. Checking for steps would need a
 ///   periodic wake-up, which an idle queue does not have.
+/// - **Priorities**: the writer keeps an index of the pending jobs in
+///   memory (ten priority levels, each ordered by deadline then id, and the
+///   same per kind), rebuilt from the file on open. A timer falling due is a
+///   wake-up: the consumer that gets it leases the *best* due job — the
+///   lowest priority number (less one per aging step it has waited, with
+///   [`Builder::priority_aging`]), then the earliest deadline, then the
+///   lowest id — which is the best of at most ten level heads: O(log n) per
+///   send and lease on top of the B-tree write.
+/// - **Excluded kinds** ([`reserve_excluding`](DurableQueue::reserve_excluding)):
+///   a wake-up that reaches a consumer excluding its job's kind, with nothing
+///   else due for it, is parked under the kind (`writer/parked.rs`), not
+///   re-armed; every reserve takes a parked wake-up of a kind it accepts
+///   before it blocks, and a blocked one is woken when one is parked. So no
+///   busy loop and no stranded job; one extra round trip to the writer per
+///   excluded job that reaches an excluding consumer (no commit: a batch
+///   that leases nothing writes nothing).
+/// - **Uniqueness keys**: a redb table maps each key to the job holding it
+///   (and its period); the writer checks and stores in the same transaction,
+///   so racing sends of one key store one job. A mapping goes with its job
+///   (ack, cancel, death) unless its period runs; those are swept a few at a
+///   time by later unique sends (`writer/unique.rs`).
+/// - **Schedules**: a redb table of schedules, each with the id of its
+///   pending tick job (an ordinary job of kind
+///   [`TICK_KIND`](crate::TICK_KIND)); storing, removing and firing one
+///   changes the schedule and its tick job in one commit
+///   (`writer/schedules.rs`).
 /// - **Leases**: `reserve` gives the job a fresh lease token; `ack`, `nack`
 ///   and `extend` act only with the current token, so a worker whose lease
 ///   expired and whose job went to another worker cannot ack it (`Ok(false)`).
@@ -96,6 +128,9 @@ struct Inner {
     mailbox: Arc<Mailbox>,
     counters: Arc<Counters>,
     timers: delayq::Receiver<Timer>,
+    /// Wake-ups parked by consumers that exclude their job's kind
+    /// (`writer/parked.rs`).
+    parked: Arc<Parked>,
     writer: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
     max_payload: usize,
@@ -144,12 +179,14 @@ impl DurableQueue {
             detail: "the storage engine failed reading it (it panicked)".into(),
         })?
         .map_err(|e| storage_error(path, e.into(), "opening"))?;
-        let recovered = panic::catch_unwind(AssertUnwindSafe(|| recover(&db, path))).map_err(|_| {
-            DurableError::Corrupt {
-                path: path.to_path_buf(),
-                detail: "the storage engine failed reading it (it panicked)".into(),
-            }
-        })??;
+        let step = options.priority_aging.map_or(0, |s| u64::try_from(s.as_nanos()).unwrap_or(u64::MAX));
+        let recovered =
+            panic::catch_unwind(AssertUnwindSafe(|| recover(&db, path, step))).map_err(|_| {
+                DurableError::Corrupt {
+                    path: path.to_path_buf(),
+                    detail: "the storage engine failed reading it (it panicked)".into(),
+                }
+            })??;
 
         let (timers_tx, timers_rx) = delayq::Builder::new()
             .unbounded()
@@ -170,6 +207,7 @@ impl DurableQueue {
             }
         }
         let mailbox = Arc::new(Mailbox::default());
+        let parked = Arc::new(Parked::default());
         let db: SharedDb = Arc::new(std::sync::RwLock::new(Some(db)));
         let writer = Writer {
             db: db.clone(),
@@ -185,6 +223,9 @@ impl DurableQueue {
             last_commit: Duration::ZERO,
             metrics: crate::metrics::Metrics::new(&path.display().to_string()),
             sampled: 0,
+            ready: recovered.ready,
+            ready_stale: false,
+            parked: parked.clone(),
         };
         let handle = std::thread::Builder::new()
             .name("delayq-durable-writer".into())
@@ -197,6 +238,7 @@ impl DurableQueue {
                 mailbox,
                 counters,
                 timers: timers_rx,
+                parked,
                 writer: Mutex::new(Some(handle)),
                 closed: AtomicBool::new(false),
                 max_payload: options.max_payload,
@@ -260,7 +302,7 @@ impl DurableQueue {
     ) -> Result<Waiting<Vec<JobId>>, DurableError> {
         check_kind(kind)?;
         let at = to_nanos(at)?;
-        self.send_nanos(vec![(kind.to_string(), self.checked(payload)?.to_vec(), at)])
+        self.send_nanos(vec![NewJob::plain(kind.to_string(), self.checked(payload)?.to_vec(), at)])
     }
 
     /// As [`send_after`](Self::send_after), with a kind; as [`send_kind_at`](Self::send_kind_at).
@@ -281,7 +323,7 @@ impl DurableQueue {
     ) -> Result<Waiting<Vec<JobId>>, DurableError> {
         check_kind(kind)?;
         let at = after_nanos(delay)?;
-        self.send_nanos(vec![(kind.to_string(), self.checked(payload)?.to_vec(), at)])
+        self.send_nanos(vec![NewJob::plain(kind.to_string(), self.checked(payload)?.to_vec(), at)])
     }
 
     /// Stores several jobs in one commit, all or none, and returns their ids in
@@ -297,7 +339,7 @@ impl DurableQueue {
     ) -> Result<Waiting<Vec<JobId>>, DurableError> {
         let mut batch = Vec::with_capacity(jobs.len());
         for (payload, at) in jobs {
-            batch.push((String::new(), self.checked(payload)?.to_vec(), to_nanos(*at)?));
+            batch.push(NewJob::plain(String::new(), self.checked(payload)?.to_vec(), to_nanos(*at)?));
         }
         if batch.is_empty() {
             return Ok(Waiting::ready(Ok(Vec::new())));
@@ -312,7 +354,7 @@ impl DurableQueue {
         Ok(payload)
     }
 
-    fn send_nanos(&self, jobs: Vec<(String, Vec<u8>, u64)>) -> Result<Waiting<Vec<JobId>>, DurableError> {
+    fn send_nanos(&self, jobs: Vec<NewJob>) -> Result<Waiting<Vec<JobId>>, DurableError> {
         self.check_open()?;
         self.begin(|reply| Op::Send { jobs, reply })
     }
@@ -338,13 +380,22 @@ impl DurableQueue {
         &self.inner.timers
     }
 
-    /// Asks the writer to lease the job of a timer a consumer received.
+    /// Wake-ups parked for consumers that take their kind.
+    #[cfg(feature = "async")]
+    pub(crate) fn parked(&self) -> &Parked {
+        &self.inner.parked
+    }
+
+    /// Asks the writer for a lease on the best due job not of a kind in
+    /// `exclude`, with the wake-up (timer) a consumer received.
     pub(crate) fn begin_lease(
         &self,
         (id, gen): Timer,
         lease_ns: u64,
+        exclude: Option<&Arc<[String]>>,
     ) -> Result<Waiting<Option<Job>>, DurableError> {
-        self.begin(|reply| Op::Lease { id, gen, lease: lease_ns, reply })
+        let exclude = exclude.cloned();
+        self.begin(|reply| Op::Lease { id, gen, lease: lease_ns, exclude, reply })
     }
 
     /// Gives back a lease whose job never reached its caller (the delivery
@@ -356,7 +407,8 @@ impl DurableQueue {
     }
 
     /// Blocks until a job is due, leases it to the caller for `lease`, and
-    /// returns it. Jobs come out in deadline order (as their timers fire).
+    /// returns it. Among due jobs the lowest priority number comes out
+    /// first, then the earliest deadline, then the first sent.
     ///
     /// # Errors
     ///
@@ -365,7 +417,7 @@ impl DurableQueue {
     /// the lease could not be committed (the job is offered again shortly).
     pub fn reserve(&self, lease: Duration) -> Result<Job, DurableError> {
         loop {
-            if let Some(job) = self.reserve_until(lease, None, None)? {
+            if let Some(job) = self.reserve_until(lease, None, None, None)? {
                 return Ok(job);
             }
         }
@@ -373,7 +425,7 @@ impl DurableQueue {
 
     /// As [`reserve`](Self::reserve), but gives up after `timeout` with `Ok(None)`.
     pub fn reserve_timeout(&self, lease: Duration, timeout: Duration) -> Result<Option<Job>, DurableError> {
-        self.reserve_until(lease, Some(Instant::now().checked_add(timeout)), None)
+        self.reserve_until(lease, Some(Instant::now().checked_add(timeout)), None, None)
     }
 
     /// As [`reserve`](Self::reserve), but returns `Ok(None)` once `stop` is
@@ -382,7 +434,7 @@ impl DurableQueue {
     /// no periodic wake-up. A job whose timer was taken before the signal is
     /// still leased and returned.
     pub fn reserve_or_stop(&self, lease: Duration, stop: &StopSignal) -> Result<Option<Job>, DurableError> {
-        self.reserve_until(lease, None, Some(stop))
+        self.reserve_until(lease, None, Some(stop), None)
     }
 
     /// Waits up to `timeout` for a due job, then leases as many due jobs as are
@@ -400,15 +452,15 @@ impl DurableQueue {
         let lease_ns = lease_nanos(lease)?;
         let deadline = Instant::now().checked_add(timeout);
         loop {
-            let first = match self.next_timer(Some(deadline))? {
+            let first = match self.next_wakeup(Some(deadline), None, None)? {
                 Some(t) => t,
                 None => return Ok(Vec::new()),
             };
             let mut timers = vec![first];
             while timers.len() < max {
-                match self.inner.timers.try_recv() {
-                    Ok(t) => timers.push(t),
-                    Err(_) => break,
+                match self.inner.timers.try_recv().ok().or_else(|| self.inner.parked.take(None)) {
+                    Some(t) => timers.push(t),
+                    None => break,
                 }
             }
             let mut waits = Vec::with_capacity(timers.len());
@@ -417,7 +469,7 @@ impl DurableQueue {
                 .map(|(id, gen)| {
                     let (r, w) = reply();
                     waits.push(w);
-                    Op::Lease { id, gen, lease: lease_ns, reply: r }
+                    Op::Lease { id, gen, lease: lease_ns, exclude: None, reply: r }
                 })
                 .collect();
             self.inner.mailbox.post(ops)?;
@@ -442,48 +494,95 @@ impl DurableQueue {
     /// `deadline`: `None` blocks forever; `Some(None)` is a timeout too far to
     /// represent, which also blocks forever.
     /// `stop`: also return `Ok(None)` once it is raised.
+    /// `exclude`: kinds not to lease (`reserve_excluding`).
     fn reserve_until(
         &self,
         lease: Duration,
         deadline: Option<Option<Instant>>,
         stop: Option<&StopSignal>,
+        exclude: Option<&Arc<[String]>>,
     ) -> Result<Option<Job>, DurableError> {
         let lease_ns = lease_nanos(lease)?;
         loop {
-            let timer = match stop {
-                None => self.next_timer(deadline)?,
-                Some(stop) => self.next_timer_or_stop(stop)?,
-            };
-            let Some((id, gen)) = timer else {
+            let Some(timer) = self.next_wakeup(deadline, stop, exclude)? else {
                 return Ok(None);
             };
-            if let Some(job) = self.begin_lease((id, gen), lease_ns)?.wait()? {
+            if let Some(job) = self.begin_lease(timer, lease_ns, exclude)?.wait()? {
                 return Ok(Some(job));
             }
-            // A stale timer (the job changed since it was armed) or one due by
-            // the monotonic clock but not yet by the wall clock: wait on.
+            // A stale timer (the job changed since it was armed), one due by
+            // the monotonic clock but not yet by the wall clock, or one of an
+            // excluded kind (parked for another consumer): wait on.
         }
     }
 
-    fn next_timer(&self, deadline: Option<Option<Instant>>) -> Result<Option<Timer>, DurableError> {
-        if self.inner.closed.load(Ordering::Acquire) {
+    /// The next wake-up for this consumer: a due timer from the core queue,
+    /// or a wake-up parked for a kind it takes (`writer/parked.rs`);
+    /// `Ok(None)` at `deadline` (`None`: none; `Some(None)`: too far to
+    /// represent, none either) or once `stop` is raised.
+    ///
+    /// Without waiting first; then the core queue's async receive, the
+    /// parked board and the stop signal, all three registered with one
+    /// waker that unparks this thread (register, re-check, then park). No
+    /// polling and no periodic wake-up.
+    fn next_wakeup(
+        &self,
+        deadline: Option<Option<Instant>>,
+        stop: Option<&StopSignal>,
+        exclude: Option<&Arc<[String]>>,
+    ) -> Result<Option<Timer>, DurableError> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::Acquire) {
             return Err(DurableError::Closed);
         }
-        match deadline {
-            None | Some(None) => self.inner.timers.recv().map(Some).map_err(|_| DurableError::Closed),
-            Some(Some(at)) => match self.inner.timers.recv_deadline(at) {
-                Ok(t) => Ok(Some(t)),
-                Err(delayq::RecvTimeoutError::Timeout) => Ok(None),
-                Err(delayq::RecvTimeoutError::Disconnected) => Err(DurableError::Closed),
+        if stop.is_some_and(StopSignal::is_raised) {
+            return Ok(None);
+        }
+        match inner.timers.try_recv() {
+            Ok(t) => return Ok(Some(t)),
+            Err(delayq::TryRecvError::Disconnected) => return Err(DurableError::Closed),
+            Err(delayq::TryRecvError::Empty) => {}
+        }
+        if let Some(t) = inner.parked.take(exclude.map(|e| &e[..])) {
+            return Ok(Some(t));
+        }
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let _stop_registration = match stop {
+            Some(stop) => match stop.register(&waker) {
+                Some(r) => Some(r),
+                None => return Ok(None),
             },
+            None => None,
+        };
+        let mut cx = Context::from_waker(&waker);
+        let mut recv = pin!(inner.timers.recv_async());
+        let mut registered = None;
+        loop {
+            if let Poll::Ready(r) = recv.as_mut().poll(&mut cx) {
+                return r.map(Some).map_err(|_| DurableError::Closed);
+            }
+            drop(registered.take());
+            match inner.parked.take_or_register(&waker, exclude) {
+                Ok(t) => return Ok(Some(t)),
+                Err(r) => registered = Some(r),
+            }
+            // Raised after the registration: seen here, or its wake-up
+            // unparks the park below.
+            if stop.is_some_and(StopSignal::is_raised) {
+                return Ok(None);
+            }
+            match deadline {
+                Some(Some(at)) => {
+                    let now = Instant::now();
+                    if now >= at {
+                        return Ok(None);
+                    }
+                    std::thread::park_timeout(at - now);
+                }
+                // A stray unpark only makes another turn of the loop.
+                _ => std::thread::park(),
+            }
         }
-    }
-
-    fn next_timer_or_stop(&self, stop: &StopSignal) -> Result<Option<Timer>, DurableError> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return Err(DurableError::Closed);
-        }
-        recv_or_stop(&self.inner.timers, stop).map_err(|_| DurableError::Closed)
     }
 
     /// Deletes a job the caller holds the lease of. `Ok(false)` if the lease is
@@ -743,6 +842,9 @@ impl Builder {
         if self.max_payload > 1 << 30 {
             return Err(DurableError::InvalidArgument("max_payload must be at most 1 GiB"));
         }
+        if self.priority_aging.is_some_and(|step| step < Duration::from_millis(1)) {
+            return Err(DurableError::InvalidArgument("a priority aging step must be at least 1 ms"));
+        }
         if self.durability == Durability::Window(Duration::ZERO) {
             return Err(DurableError::InvalidArgument(
                 "a durability window must be longer than zero (use Durability::Immediate)",
@@ -777,6 +879,7 @@ pub(crate) fn lease_nanos(lease: Duration) -> Result<u64, DurableError> {
 
 struct Recovered {
     timers: Vec<(u64, u64, u64)>,
+    ready: Ready,
     counts: [u64; 3],
     next_id: u64,
 }
@@ -785,11 +888,11 @@ struct Recovered {
 /// is skipped) and rearms the timers. Jobs leased by the previous owner are
 /// orphans — one process owns the file, and it is gone — so their leases end
 /// now, in one commit, and each is due again as its next attempt.
-fn recover(db: &Database, path: &Path) -> Result<Recovered, DurableError> {
+fn recover(db: &Database, path: &Path, aging_step: u64) -> Result<Recovered, DurableError> {
     let err = |e: redb::Error| storage_error(path, e, "recovering");
     let mut txn = db.begin_write().map_err(|e| err(e.into()))?;
     txn.set_durability(redb::Durability::Immediate).map_err(|e| DurableError::Storage(e.to_string()))?;
-    let mut out = Recovered { timers: Vec::new(), counts: [0; 3], next_id: 1 };
+    let mut out = Recovered { timers: Vec::new(), ready: Ready::new(aging_step), counts: [0; 3], next_id: 1 };
     {
         let mut meta = txn.open_table(META).map_err(|e| err(e.into()))?;
         let format = meta.get(writer::META_FORMAT).map_err(|e| err(e.into()))?.map(|v| v.value());
@@ -827,6 +930,7 @@ fn recover(db: &Database, path: &Path) -> Result<Recovered, DurableError> {
             if let Some(due) = rec.due() {
                 out.timers.push((id, rec.gen, due));
             }
+            out.ready.insert(id, &rec);
         }
         for (id, bytes) in orphans {
             jobs.insert(id, bytes.as_slice()).map_err(|e| err(e.into()))?;
@@ -836,50 +940,131 @@ fn recover(db: &Database, path: &Path) -> Result<Recovered, DurableError> {
     Ok(out)
 }
 
-/// Issue 33's primitives (stubs until this backend implements them).
+/// Issue 33's primitives: `send_with` (priorities, uniqueness keys), `reserve_excluding`, the schedule store.
 impl DurableQueue {
     /// Stores a job with options ([`JobQueue::send_with`](crate::JobQueue::send_with)).
+    ///
+    /// A job holds its key while it is in a state its send's
+    /// [`UniqueStates`](crate::UniqueStates) covers and, with a period,
+    /// until the period from its send has passed; the check and the store
+    /// are one step of the writer (one commit), so racing sends of one key
+    /// store one job.
+    ///
+    /// # Errors
+    ///
+    /// As [`send_kind_at`](Self::send_kind_at); [`DurableError::InvalidArgument`]
+    /// for a bad option, naming it. Nothing is stored on an error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use delayq_durable::{SendOptions, Sent, Unique};
+    /// # let dir = std::env::temp_dir().join(format!("delayq-doc-send-with-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let q = delayq_durable::DurableQueue::open(dir.join("send-with.redb")).unwrap();
+    /// let opts = SendOptions::new().kind("invoice").priority(2).unique(Unique::new("invoice-7"));
+    /// let first = q.send_with(b"7", SystemTime::now(), &opts).unwrap();
+    /// assert!(first.created());
+    /// assert_eq!(q.send_with(b"7", SystemTime::now(), &opts).unwrap(), Sent::Existing(first.id()));
+    /// let job = q.reserve(std::time::Duration::from_secs(30)).unwrap();
+    /// assert_eq!((job.id(), job.priority()), (first.id(), 2));
+    /// # drop(q); std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
     pub fn send_with(
         &self,
-        _payload: &[u8],
-        _at: SystemTime,
+        payload: &[u8],
+        at: SystemTime,
         opts: &SendOptions,
     ) -> Result<Sent, DurableError> {
-        opts.check()?;
-        Err(DurableError::InvalidArgument("send_with is not implemented on this backend yet"))
+        self.begin_send_with(payload, at, opts)?.wait()
     }
-    /// As `reserve_or_stop`, leasing no job of an excluded kind.
+
+    pub(crate) fn begin_send_with(
+        &self,
+        payload: &[u8],
+        at: SystemTime,
+        opts: &SendOptions,
+    ) -> Result<Waiting<Sent>, DurableError> {
+        opts.check()?;
+        let deadline = to_nanos(at)?;
+        let payload = self.checked(payload)?.to_vec();
+        self.check_open()?;
+        let unique = opts.unique.as_ref().map(|u| (u.key.clone(), u.states, u.period_nanos()));
+        let job = NewJob { kind: opts.kind.clone(), payload, deadline, priority: opts.priority, unique };
+        self.begin(|reply| Op::SendWith { job, reply })
+    }
+    /// As [`reserve_or_stop`](Self::reserve_or_stop), but leases no job
+    /// whose kind is in `exclude`: those stay pending, unleased, their
+    /// attempts uncounted, for a consumer that takes them. Among the due
+    /// jobs it may take, the usual order (priority, deadline, send order).
+    ///
+    /// A due job it excludes that reaches it (a timer goes to whichever
+    /// consumer receives it) is parked for the consumers that take its kind,
+    /// and wakes those already blocked, plain `reserve`s included; with only
+    /// excluded jobs due, it sleeps (no CPU) until a job it may take is due
+    /// or `stop` is raised.
     pub fn reserve_excluding(
         &self,
-        _lease: Duration,
-        _exclude: &[String],
-        _stop: &StopSignal,
+        lease: Duration,
+        exclude: &[String],
+        stop: &StopSignal,
     ) -> Result<Option<Job>, DurableError> {
-        Err(DurableError::InvalidArgument("reserve_excluding is not implemented on this backend yet"))
+        if exclude.is_empty() {
+            return self.reserve_or_stop(lease, stop);
+        }
+        let exclude: Arc<[String]> = exclude.into();
+        self.reserve_until(lease, None, Some(stop), Some(&exclude))
     }
     #[doc(hidden)]
     pub fn schedule_store(
         &self,
-        _name: &str,
-        _def: &[u8],
-        _next_run_us: Option<u64>,
+        name: &str,
+        def: &[u8],
+        next_run_us: Option<u64>,
     ) -> Result<(), DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+        check_schedule_name(name)?;
+        let max = self.inner.max_payload.saturating_add(4096);
+        if def.len() > max {
+            return Err(DurableError::PayloadTooLarge { len: def.len(), max });
+        }
+        if let Some(next) = next_run_us {
+            to_nanos(from_us(next))?;
+        }
+        self.check_open()?;
+        let (name, def) = (name.to_string(), def.to_vec());
+        self.begin(|reply| Op::ScheduleStore { name, def, next_us: next_run_us, reply })?.wait().map(drop)
     }
+    /// The schedule store: one schedule, as of the last commit.
     #[doc(hidden)]
-    pub fn schedule_get(&self, _name: &str) -> Result<Option<StoredSchedule>, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    pub fn schedule_get(&self, name: &str) -> Result<Option<StoredSchedule>, DurableError> {
+        check_schedule_name(name)?;
+        Ok(self.read(|txn, path| writer::schedules::read(txn, path, Some(name)))?.pop())
     }
+    /// The schedule store: every schedule, by name, as of the last commit.
     #[doc(hidden)]
     pub fn schedule_list(&self) -> Result<Vec<StoredSchedule>, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+        self.read(|txn, path| writer::schedules::read(txn, path, None))
     }
+    /// The schedule store: deletes a schedule and its pending tick job.
     #[doc(hidden)]
-    pub fn schedule_remove(&self, _name: &str) -> Result<bool, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    pub fn schedule_remove(&self, name: &str) -> Result<bool, DurableError> {
+        check_schedule_name(name)?;
+        let name = name.to_string();
+        self.begin(|reply| Op::ScheduleRemove { name, reply })?.wait()
     }
+    /// The schedule store: fires one tick, compare-and-set on its next tick.
     #[doc(hidden)]
-    pub fn schedule_fire(&self, _name: &str, _fire: &Fire) -> Result<bool, DurableError> {
-        Err(DurableError::InvalidArgument("schedules are not implemented on this backend yet"))
+    pub fn schedule_fire(&self, name: &str, fire: &Fire) -> Result<bool, DurableError> {
+        check_schedule_name(name)?;
+        check_kind(&fire.kind)?;
+        crate::options::check_priority(fire.priority)?;
+        self.checked(&fire.payload)?;
+        for us in fire.deadlines_us.iter().chain([&fire.next_run_us]) {
+            to_nanos(from_us(*us))?;
+        }
+        self.check_open()?;
+        let (name, fire) = (name.to_string(), fire.clone());
+        self.begin(|reply| Op::ScheduleFire { name, fire, reply })?.wait()
     }
 }

@@ -17,21 +17,34 @@
 //! | 44..48 | format 2: last error length E (0: none; at most [`MAX_ERROR`]) |
 //! | 48..48+K+E | format 2: kind, then last error (UTF-8) |
 //! | 48+K+E.. | format 2: payload |
+//! | 42..48 | format 3: kind length K, last error length E (as format 2) |
+//! | 48 | format 3: priority, `0..=9` |
+//! | 49 | format 3: uniqueness key length U (0: none) |
+//! | 50 | format 3: the covered states of the key (0 pending, 1 leased, 2 both) |
+//! | 51..59 | format 3: the key is held until then whatever the job's state (ns since the epoch; 0: no period) |
+//! | 59..59+K+E+U | format 3: kind, last error, key (UTF-8) |
+//! | 59+K+E+U.. | format 3: payload |
 //!
 //! A job with neither a kind nor a last error is written in format 1, byte for
 //! byte what the first version wrote, so a file used without kinds stays
 //! readable by that version. Format 2 was added with the worker runtime
 //! (kinds, `last_error`); a version that predates it refuses such a record as
 //! `Corrupt`, naming the job, rather than misreading it — no job is skipped.
+//! Format 3 (issue 33: priorities, uniqueness keys) is written only for a job
+//! with a priority other than 0 or a key, so files used without them stay
+//! readable by the versions before it, in the same way.
 
 #[cfg(test)]
 use crate::job::clip_error;
 use crate::job::{Job, JobId, MAX_ERROR, MAX_KIND};
+use crate::options::{UniqueStates, MAX_UNIQUE_KEY};
 
 const FORMAT_PLAIN: u8 = 1;
 const FORMAT_KIND: u8 = 2;
+const FORMAT_PRIORITY: u8 = 3;
 const HEADER: usize = 42;
 const HEADER_KIND: usize = HEADER + 6;
+const HEADER_PRIORITY: usize = HEADER_KIND + 11;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum State {
@@ -53,15 +66,58 @@ pub(crate) struct Record {
     pub(crate) kind: String,
     /// The message of the last failed attempt that gave one.
     pub(crate) error: Option<String>,
+    /// `0..=9`, 0 reserved first among due jobs.
+    pub(crate) priority: u8,
+    /// The uniqueness key the job was sent with, if any.
+    pub(crate) unique: Option<UniqueKey>,
     pub(crate) payload: Vec<u8>,
+}
+
+/// A job's uniqueness key as stored in its record (the `unique` table maps
+/// the key back to the job, `writer.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct UniqueKey {
+    pub(crate) key: String,
+    /// Which states of the job hold the key.
+    pub(crate) states: UniqueStates,
+    /// The key is held until then whatever became of the job (ns since the
+    /// epoch; 0: no period).
+    pub(crate) until: u64,
+}
+
+pub(crate) fn states_byte(states: UniqueStates) -> u8 {
+    match states {
+        UniqueStates::Pending => 0,
+        UniqueStates::Leased => 1,
+        UniqueStates::Both => 2,
+    }
+}
+
+pub(crate) fn states_of(byte: u8) -> Option<UniqueStates> {
+    match byte {
+        0 => Some(UniqueStates::Pending),
+        1 => Some(UniqueStates::Leased),
+        2 => Some(UniqueStates::Both),
+        _ => None,
+    }
 }
 
 impl Record {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let error = self.error.as_deref().unwrap_or("");
-        let plain = self.kind.is_empty() && error.is_empty();
-        let mut out = Vec::with_capacity(HEADER_KIND + self.kind.len() + error.len() + self.payload.len());
-        out.push(if plain { FORMAT_PLAIN } else { FORMAT_KIND });
+        let v3 = self.priority != 0 || self.unique.is_some();
+        let plain = !v3 && self.kind.is_empty() && error.is_empty();
+        let key = self.unique.as_ref().map_or("", |u| u.key.as_str());
+        let mut out = Vec::with_capacity(
+            HEADER_PRIORITY + self.kind.len() + error.len() + key.len() + self.payload.len(),
+        );
+        out.push(if plain {
+            FORMAT_PLAIN
+        } else if v3 {
+            FORMAT_PRIORITY
+        } else {
+            FORMAT_KIND
+        });
         out.push(match self.state {
             State::Pending => 0,
             State::Leased => 1,
@@ -77,8 +133,17 @@ impl Record {
             // Both lengths are bounded by the callers (`MAX_KIND`, `MAX_ERROR`).
             out.extend_from_slice(&(self.kind.len() as u16).to_le_bytes());
             out.extend_from_slice(&(error.len() as u32).to_le_bytes());
+            if v3 {
+                out.push(self.priority);
+                // Bounded by the callers (`MAX_UNIQUE_KEY`).
+                out.push(key.len() as u8);
+                let u = self.unique.as_ref();
+                out.push(states_byte(u.map_or(UniqueStates::Both, |u| u.states)));
+                out.extend_from_slice(&u.map_or(0, |u| u.until).to_le_bytes());
+            }
             out.extend_from_slice(self.kind.as_bytes());
             out.extend_from_slice(error.as_bytes());
+            out.extend_from_slice(key.as_bytes());
         }
         out.extend_from_slice(&self.payload);
         out
@@ -89,8 +154,8 @@ impl Record {
         if bytes.len() < HEADER {
             return Err(format!("record of {} bytes is shorter than its {HEADER}-byte header", bytes.len()));
         }
-        if bytes[0] != FORMAT_PLAIN && bytes[0] != FORMAT_KIND {
-            return Err(format!("record format {} is not {FORMAT_PLAIN} or {FORMAT_KIND}", bytes[0]));
+        if !(FORMAT_PLAIN..=FORMAT_PRIORITY).contains(&bytes[0]) {
+            return Err(format!("record format {} is not {FORMAT_PLAIN} to {FORMAT_PRIORITY}", bytes[0]));
         }
         let state = match bytes[1] {
             0 => State::Pending,
@@ -100,27 +165,42 @@ impl Record {
         };
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-        let (kind, error, payload_at) = if bytes[0] == FORMAT_PLAIN {
-            (String::new(), None, HEADER)
+        let (kind, error, priority, unique, payload_at) = if bytes[0] == FORMAT_PLAIN {
+            (String::new(), None, 0, None, HEADER)
         } else {
-            if bytes.len() < HEADER_KIND {
+            let header = if bytes[0] == FORMAT_KIND { HEADER_KIND } else { HEADER_PRIORITY };
+            if bytes.len() < header {
                 return Err(format!(
-                    "record of {} bytes is shorter than its {HEADER_KIND}-byte header",
+                    "record of {} bytes is shorter than its {header}-byte header",
                     bytes.len()
                 ));
             }
             let k = u16::from_le_bytes([bytes[42], bytes[43]]) as usize;
             let e = u32_at(44) as usize;
-            if k > MAX_KIND || e > MAX_ERROR || bytes.len() - HEADER_KIND < k + e {
-                return Err(format!("record's kind ({k} bytes) or error ({e} bytes) overruns it"));
+            let (priority, u) =
+                if header == HEADER_PRIORITY { (bytes[48], bytes[49] as usize) } else { (0, 0) };
+            if priority > crate::options::PRIORITY_LOWEST {
+                return Err(format!("record's priority {priority} is not in 0..=9"));
+            }
+            if k > MAX_KIND || e > MAX_ERROR || u > MAX_UNIQUE_KEY || bytes.len() - header < k + e + u {
+                return Err(format!(
+                    "record's kind ({k} bytes), error ({e} bytes) or key ({u} bytes) overruns it"
+                ));
             }
             let text = |from: usize, len: usize, what: &str| {
                 String::from_utf8(bytes[from..from + len].to_vec())
                     .map_err(|_| format!("record's {what} is not UTF-8"))
             };
-            let kind = text(HEADER_KIND, k, "kind")?;
-            let error = text(HEADER_KIND + k, e, "error")?;
-            (kind, (!error.is_empty()).then_some(error), HEADER_KIND + k + e)
+            let kind = text(header, k, "kind")?;
+            let error = text(header + k, e, "error")?;
+            let unique = if u == 0 {
+                None
+            } else {
+                let states = states_of(bytes[50])
+                    .ok_or_else(|| format!("record's key states {} is not 0, 1 or 2", bytes[50]))?;
+                Some(UniqueKey { key: text(header + k + e, u, "key")?, states, until: u64_at(51) })
+            };
+            (kind, (!error.is_empty()).then_some(error), priority, unique, header + k + e + u)
         };
         Ok(Record {
             state,
@@ -132,6 +212,8 @@ impl Record {
             gen: u64_at(34),
             kind,
             error,
+            priority,
+            unique,
             payload: bytes[payload_at..].to_vec(),
         })
     }
@@ -166,7 +248,7 @@ impl Record {
             lease_until: self.lease_until,
             kind: self.kind.clone(),
             last_error: self.error.clone(),
-            priority: 0,
+            priority: self.priority,
         }
     }
 }
@@ -187,6 +269,8 @@ mod tests {
             gen: 9,
             kind: String::new(),
             error: None,
+            priority: 0,
+            unique: None,
             payload: b"hello".to_vec(),
         };
         let bytes = r.encode();
@@ -200,8 +284,8 @@ mod tests {
         let mut bad = bytes.clone();
         bad[1] = 7;
         assert!(Record::decode(&bad).unwrap_err().contains("state 7"));
-        bad[0] = 3;
-        assert!(Record::decode(&bad).unwrap_err().contains("format 3"));
+        bad[0] = 4;
+        assert!(Record::decode(&bad).unwrap_err().contains("format 4"));
     }
 
     #[test]
@@ -216,6 +300,8 @@ mod tests {
             gen: 3,
             kind: "email.send".into(),
             error: Some("smtp: 451 try later".into()),
+            priority: 0,
+            unique: None,
             payload: b"{}".to_vec(),
         };
         let bytes = r.encode();
@@ -249,5 +335,42 @@ mod tests {
         let clipped = clip_error(&long);
         assert!(clipped.len() <= MAX_ERROR && clipped.len() > MAX_ERROR - 2);
         assert!(clipped.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn a_record_with_a_priority_or_a_key_round_trips_in_format_3() {
+        let mut r = Record {
+            state: State::Pending,
+            attempt: 0,
+            dead_after: 25,
+            deadline: 11,
+            token: 0,
+            lease_until: 0,
+            gen: 1,
+            kind: "report".into(),
+            error: Some("e".into()),
+            priority: 7,
+            unique: Some(UniqueKey { key: "report-42".into(), states: UniqueStates::Pending, until: 99 }),
+            payload: b"p".to_vec(),
+        };
+        let bytes = r.encode();
+        assert_eq!(bytes[0], FORMAT_PRIORITY);
+        let back = Record::decode(&bytes).unwrap();
+        assert_eq!((back.priority, back.kind.as_str(), back.error.as_deref()), (7, "report", Some("e")));
+        assert_eq!(back.unique, r.unique);
+        assert_eq!(back.payload, b"p");
+        assert_eq!(back.to_job(JobId(1)).priority(), 7);
+        let mut bad = bytes.clone();
+        bad[48] = 10;
+        assert!(Record::decode(&bad).unwrap_err().contains("priority 10"));
+        bad = bytes.clone();
+        bad[49] = 200;
+        assert!(Record::decode(&bad).unwrap_err().contains("overruns"));
+        // A priority alone, no key; no priority and no key: format 2.
+        r.unique = None;
+        let back = Record::decode(&r.encode()).unwrap();
+        assert_eq!((back.priority, back.unique), (7, None));
+        r.priority = 0;
+        assert_eq!(r.encode()[0], FORMAT_KIND);
     }
 }

@@ -10,12 +10,10 @@
 //! each contained (`contain.rs`): one that panics does not stop the rest.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
+use std::task::{Wake, Waker};
+use std::thread::Thread;
 
 /// A flag, raised once, that ends the
 /// [`reserve_or_stop`](crate::JobQueue::reserve_or_stop) calls waiting on it
@@ -116,8 +114,10 @@ impl Drop for Registration<'_> {
     }
 }
 
-/// Wakes a thread blocked in [`recv_or_stop`].
-struct Unpark(Thread);
+/// Wakes a thread blocked waiting for a job (`DurableQueue::next_wakeup`,
+/// which waits on the core queue, the parked wake-ups and a `StopSignal`
+/// at once).
+pub(crate) struct Unpark(pub(crate) Thread);
 
 impl Wake for Unpark {
     fn wake(self: Arc<Self>) {
@@ -125,35 +125,5 @@ impl Wake for Unpark {
     }
     fn wake_by_ref(self: &Arc<Self>) {
         self.0.unpark();
-    }
-}
-
-/// Blocks the calling thread until `rx` yields an item (`Ok(Some)`), the
-/// core queue is closed and empty (`Err`), or `stop` is raised (`Ok(None)`):
-/// the core queue's async receive, driven on this thread, which parks until
-/// either the queue or the signal wakes it. No timeout, no periodic wake-up.
-/// An item taken is always returned, even if `stop` was raised meanwhile; a
-/// receive given up is dropped, and a dropped receive loses no item (the
-/// core's cancellation safety).
-pub(crate) fn recv_or_stop<T>(
-    rx: &delayq::Receiver<T>,
-    stop: &StopSignal,
-) -> Result<Option<T>, delayq::RecvError> {
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let Some(_registered) = stop.register(&waker) else {
-        return Ok(None);
-    };
-    let mut cx = Context::from_waker(&waker);
-    let mut recv = pin!(rx.recv_async());
-    loop {
-        if let Poll::Ready(r) = recv.as_mut().poll(&mut cx) {
-            return r.map(Some);
-        }
-        // Raised after the poll: seen here, or its wake-up unparks the park.
-        if stop.is_raised() {
-            return Ok(None);
-        }
-        // A stray unpark only makes another turn of the loop.
-        thread::park();
     }
 }

@@ -15,11 +15,24 @@
 //! Timers: the writer alone owns the core `delayq` queue's sender. Each pending
 //! job has one timer at its deadline, each leased job one at its lease end; a
 //! timer carries `(id, generation)`. A consumer that receives one asks the
-//! writer to lease the job ([`Op::Lease`]); the writer leases it only if the
-//! generation still matches (nothing changed it since the timer was armed) and
-//! the wall clock has reached the due time (never early by wall clock, even if
+//! writer for a lease ([`Op::Lease`]). The writer first ends the timer's own
+//! job's lease if it ran out (the job is pending again, or dead); then it
+//! leases the *best* due job — not necessarily the timer's — from its index
+//! of pending jobs (`writer/ready.rs`: by priority, deadline, id; aged if
+//! asked), due meaning by the wall clock (never early by wall clock, even if
 //! the monotonic clock the timer ran on drifted from it or the wall clock was
-//! stepped back). A forward step of the wall clock by X is not seen by timers
+//! stepped back).
+//!
+//! Wake-ups. Invariant: *every pending job has exactly one wake-up* — its
+//! timer, armed, fired or held by a consumer on its way to an `Op::Lease`. A
+//! fired timer leads to at most one lease. So: a lease that takes a job other
+//! than the timer's re-arms the timer's job (at once if due: its timer was
+//! consumed, and it must not be stranded); a timer whose generation no
+//! longer matches (stale) needs nothing, since its job, if pending, got a new
+//! timer with the change that bumped the generation, and it may still lease
+//! the best due job (that job's own timer then finds it changed: stale in
+//! turn, which strands nobody). The job a lease takes has its timer replaced
+//! by its lease's. A forward step of the wall clock by X is not seen by timers
 //! already armed (monotonic delays): they fire up to X late, never early; see
 //! "Wall-clock steps" on `DurableQueue`.
 //!
@@ -43,8 +56,18 @@ use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefi
 use crate::builder::Durability;
 use crate::error::DurableError;
 use crate::job::{now_nanos, Job, JobId};
-use crate::record::{Record, State};
+use crate::options::Sent;
+use crate::record::{Record, State, UniqueKey};
 use crate::reply::Reply;
+
+pub(crate) mod parked;
+mod ready;
+pub(crate) mod schedules;
+mod unique;
+
+pub(crate) use ready::Ready;
+use schedules::{Schedule, SCHEDULES};
+use unique::Keys;
 
 pub(crate) const JOBS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("delayq_jobs");
 pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("delayq_meta");
@@ -78,17 +101,42 @@ const RETRY_AFTER_FAILED_COMMIT: Duration = Duration::from_millis(100);
 /// A timer: `(job id, generation)`.
 pub(crate) type Timer = (u64, u64);
 
+/// A job to store (checked by the caller).
+pub(crate) struct NewJob {
+    pub(crate) kind: String,
+    pub(crate) payload: Vec<u8>,
+    /// ns since the Unix epoch.
+    pub(crate) deadline: u64,
+    pub(crate) priority: u8,
+    /// The uniqueness key, its states, and its period in ns (0: none).
+    pub(crate) unique: Option<(String, crate::options::UniqueStates, u64)>,
+}
+
+impl NewJob {
+    pub(crate) fn plain(kind: String, payload: Vec<u8>, deadline: u64) -> NewJob {
+        NewJob { kind, payload, deadline, priority: 0, unique: None }
+    }
+}
+
 /// One request to the writer. Times are ns since the Unix epoch; leases are ns.
 pub(crate) enum Op {
     Send {
-        /// `(kind, payload, deadline)` per job.
-        jobs: Vec<(String, Vec<u8>, u64)>,
+        jobs: Vec<NewJob>,
         reply: Reply<Vec<JobId>>,
     },
+    /// One job with options (`send_with`): with a key, stored only if no
+    /// job holds the key.
+    SendWith {
+        job: NewJob,
+        reply: Reply<Sent>,
+    },
+    /// A consumer received the timer `(id, gen)`: lease it the best due job
+    /// whose kind is not in `exclude` (see "Wake-ups" above).
     Lease {
         id: u64,
         gen: u64,
         lease: u64,
+        exclude: Option<Arc<[String]>>,
         reply: Reply<Option<Job>>,
     },
     Ack {
@@ -141,6 +189,25 @@ pub(crate) enum Op {
         states: [bool; 3],
         reply: Reply<bool>,
     },
+    /// The schedule store: creates or replaces a schedule, replacing its
+    /// pending tick job (`next_us`: µs; `None`: paused).
+    ScheduleStore {
+        name: String,
+        def: Vec<u8>,
+        next_us: Option<u64>,
+        reply: Reply<bool>,
+    },
+    /// The schedule store: deletes a schedule and its pending tick job.
+    ScheduleRemove {
+        name: String,
+        reply: Reply<bool>,
+    },
+    /// The schedule store: fires a tick (compare-and-set on the next tick).
+    ScheduleFire {
+        name: String,
+        fire: crate::stored::Fire,
+        reply: Reply<bool>,
+    },
     /// Reads (no commit): up to `limit` dead jobs.
     Dead {
         limit: usize,
@@ -156,13 +223,27 @@ pub(crate) type SharedDb = Arc<RwLock<Option<Database>>>;
 
 pub(crate) enum Outcome {
     Ids(Vec<JobId>),
+    Sent(Sent),
     Job(Option<Job>),
     Flag(bool),
 }
 
 enum TimerAct {
-    Arm { id: u64, gen: u64, due: u64 },
-    Disarm { id: u64 },
+    Arm {
+        id: u64,
+        gen: u64,
+        due: u64,
+    },
+    Disarm {
+        id: u64,
+    },
+    /// The job's timer was consumed by a consumer that excludes its kind:
+    /// its wake-up waits in `parked.rs` for one that takes it.
+    Park {
+        id: u64,
+        gen: u64,
+        kind: String,
+    },
 }
 
 #[derive(Default)]
@@ -266,6 +347,14 @@ pub(crate) struct Writer {
     pub(crate) metrics: crate::metrics::Metrics,
     /// The minute (since the epoch) of the last backlog sample committed.
     pub(crate) sampled: u64,
+    /// The pending jobs by priority and kind (`ready.rs`): which due job a
+    /// lease takes.
+    pub(crate) ready: Ready,
+    /// The index missed changes (a failed commit whose re-read failed too):
+    /// rebuilt from the file before the next batch.
+    pub(crate) ready_stale: bool,
+    /// Wake-ups parked by consumers that exclude their job's kind.
+    pub(crate) parked: Arc<parked::Parked>,
 }
 
 impl Drop for Writer {
@@ -439,6 +528,14 @@ impl Writer {
                 return false;
             }
         }
+        if self.ready_stale {
+            if let Err(err) = self.guarded("reading", Writer::rebuild_ready) {
+                for op in batch.drain(..) {
+                    fail(op, err.duplicate());
+                }
+                return false;
+            }
+        }
         let (reads, writes): (Vec<Op>, Vec<Op>) =
             batch.drain(..).partition(|op| matches!(op, Op::Dead { .. }));
         *batch = writes;
@@ -496,6 +593,10 @@ impl Writer {
                     // answered Ok, so memory and file still agree.
                     let _ = self.guarded("reopening", Writer::reopen);
                 }
+                // The batch changed the index as it went; the file did not
+                // change: read the index back from it.
+                self.ready_stale = true;
+                let _ = self.guarded("reading", Writer::rebuild_ready);
                 for op in batch.drain(..) {
                     if let Op::Lease { id, gen, .. } = op {
                         // Its timer was consumed: offer the job again shortly.
@@ -567,6 +668,25 @@ impl Writer {
         self.counters.leased.store(counts[1], Ordering::Relaxed);
         self.counters.dead.store(counts[2], Ordering::Relaxed);
         *self.db.write().unwrap_or_else(PoisonError::into_inner) = Some(db);
+        self.ready_stale = true;
+        Ok(())
+    }
+
+    /// Reads the index of pending jobs back from the file.
+    fn rebuild_ready(&mut self) -> Result<(), DurableError> {
+        let path = &self.path;
+        let err = |e: redb::Error| storage_error(path, e, "reading");
+        let read = self.begin_read()?;
+        let table = read.open_table(JOBS).map_err(|e| err(e.into()))?;
+        let mut ready = Ready::new(self.ready.step());
+        for entry in table.iter().map_err(|e| err(e.into()))? {
+            let (id, value) = entry.map_err(|e| err(e.into()))?;
+            if let Ok(rec) = Record::decode(value.value()) {
+                ready.insert(id.value(), &rec);
+            }
+        }
+        self.ready = ready;
+        self.ready_stale = false;
         Ok(())
     }
 
@@ -595,6 +715,7 @@ impl Writer {
     fn act(&mut self, act: TimerAct) {
         match act {
             TimerAct::Arm { id, gen, due } => {
+                self.parked.unpark(id);
                 let delay = Duration::from_nanos(due.saturating_sub(now_nanos()));
                 if let Some(old) = self.keys.remove(&id) {
                     self.timers.discard(old);
@@ -606,9 +727,16 @@ impl Writer {
                 }
             }
             TimerAct::Disarm { id } => {
+                self.parked.unpark(id);
                 if let Some(old) = self.keys.remove(&id) {
                     self.timers.discard(old);
                 }
+            }
+            TimerAct::Park { id, gen, kind } => {
+                // Its timer fired (the key is spent): the parked entry is
+                // the job's one wake-up now.
+                self.keys.remove(&id);
+                self.parked.park(id, gen, kind);
             }
         }
     }
@@ -629,6 +757,10 @@ impl Writer {
         let now = now_nanos();
         // How late the most overdue job this batch leases is (ns).
         let mut late: Option<u64> = None;
+        // Whether the batch wrote anything: a batch of leases that leased
+        // nothing (stale or parked wake-ups) commits nothing, and costs no
+        // fsync.
+        let mut dirty = false;
         {
             let mut jobs =
                 txn.open_table(JOBS).map_err(|e| storage_error(&self.path, e.into(), "opening jobs"))?;
@@ -642,88 +774,155 @@ impl Writer {
                     }),
                 }
             };
+            // The uniqueness keys' tables, opened on first use.
+            let mut keys: Option<Keys<'_>> = None;
             for op in batch {
+                dirty |= !matches!(op, Op::Lease { .. });
                 let outcome = match op {
                     Op::Send { jobs: sends, .. } => {
                         let mut ids = Vec::with_capacity(sends.len());
-                        for (kind, payload, deadline) in sends {
+                        for job in sends {
                             let id = next_id;
                             next_id += 1;
-                            let rec = Record {
-                                state: State::Pending,
-                                attempt: 0,
-                                dead_after: self.max_attempts,
-                                deadline: *deadline,
-                                token: 0,
-                                lease_until: 0,
-                                gen: 1,
-                                kind: kind.clone(),
-                                error: None,
-                                payload: payload.clone(),
-                            };
+                            let rec = new_record(job, self.max_attempts, None);
                             jobs.insert(id, rec.encode().as_slice()).map_err(err)?;
+                            self.ready.insert(id, &rec);
                             deltas.moved(None, Some(State::Pending));
-                            acts.push(TimerAct::Arm { id, gen: 1, due: *deadline });
+                            acts.push(TimerAct::Arm { id, gen: 1, due: rec.deadline });
                             ids.push(JobId(id));
                         }
                         Outcome::Ids(ids)
                     }
-                    Op::Lease { id, gen, lease, reply } => {
-                        let (id, gen, lease) = (*id, *gen, *lease);
-                        let mut leased = None;
-                        if let Some(mut rec) = get(&jobs, id)? {
-                            match rec.due() {
-                                Some(due) if rec.gen == gen && reply.is_abandoned() => {
-                                    // Its caller gave up (a dropped async
-                                    // reserve): no lease; the consumed timer
-                                    // comes back for another consumer.
-                                    acts.push(TimerAct::Arm { id, gen, due });
-                                }
-                                Some(due) if rec.gen == gen && now < due => {
-                                    // Due by the monotonic timer, not yet by the
-                                    // wall clock: wait for the rest.
-                                    acts.push(TimerAct::Arm { id, gen, due });
-                                }
-                                Some(due) if rec.gen == gen => {
-                                    late = late.max(Some(now.saturating_sub(due)));
-                                    let from = rec.state;
-                                    deltas.1 += u64::from(from == State::Leased); // an expired lease
-                                    if from == State::Leased {
-                                        deltas.2.failed(&rec.kind);
-                                    }
-                                    rec.gen += 1;
-                                    if from == State::Leased {
-                                        // Its last lease ran out: the reason it is
-                                        // delivered again (or dead), as `Job::last_error`.
-                                        rec.error = Some(format!("lease expired (attempt {})", rec.attempt));
-                                    }
-                                    if from == State::Leased && rec.attempt >= rec.dead_after {
-                                        // Its last lease expired: dead (a dead
-                                        // record's lease end is when it died).
-                                        rec.state = State::Dead;
-                                        rec.token = 0;
-                                        rec.lease_until = now;
-                                        acts.push(TimerAct::Disarm { id });
-                                    } else {
-                                        rec.state = State::Leased;
-                                        rec.attempt = rec.attempt.saturating_add(1);
-                                        rec.token = rec.gen;
-                                        rec.lease_until = now.saturating_add(lease);
-                                        acts.push(TimerAct::Arm { id, gen: rec.gen, due: rec.lease_until });
-                                        leased = Some(rec.to_job(JobId(id)));
-                                    }
-                                    deltas.moved(Some(from), Some(rec.state));
-                                    jobs.insert(id, rec.encode().as_slice()).map_err(err)?;
-                                }
-                                _ => {}
+                    Op::SendWith { job, .. } => {
+                        let mut key = None;
+                        if let Some((name, states, period)) = &job.unique {
+                            let k = Keys::open(&mut keys, &txn, path)?;
+                            if let Some(holder) = k.holder(name, now, &|id| get(&jobs, id))? {
+                                outcomes.push(Outcome::Sent(Sent::Existing(JobId(holder))));
+                                continue;
                             }
+                            let until = if *period == 0 { 0 } else { now.saturating_add(*period) };
+                            key = Some(UniqueKey { key: name.clone(), states: *states, until });
                         }
+                        let id = next_id;
+                        next_id += 1;
+                        let rec = new_record(job, self.max_attempts, key);
+                        if let Some(u) = &rec.unique {
+                            let k = Keys::open(&mut keys, &txn, path)?;
+                            k.hold(&u.key, id, u.states, u.until, now, &|id| get(&jobs, id))?;
+                        }
+                        jobs.insert(id, rec.encode().as_slice()).map_err(err)?;
+                        self.ready.insert(id, &rec);
+                        deltas.moved(None, Some(State::Pending));
+                        acts.push(TimerAct::Arm { id, gen: 1, due: rec.deadline });
+                        Outcome::Sent(Sent::Created(JobId(id)))
+                    }
+                    Op::Lease { id, gen, lease, exclude, reply } => {
+                        let (id, gen, lease) = (*id, *gen, *lease);
+                        let exclude: &[String] = exclude.as_deref().unwrap_or(&[]);
+                        // The timer's own job, if the timer is current.
+                        let mut own = get(&jobs, id)?.filter(|r| r.gen == gen);
+                        if reply.is_abandoned() {
+                            // Its caller gave up (a dropped async reserve):
+                            // no lease; the consumed timer comes back for
+                            // another consumer.
+                            if let Some(due) = own.as_ref().and_then(Record::due) {
+                                acts.push(TimerAct::Arm { id, gen, due });
+                            }
+                            outcomes.push(Outcome::Job(None));
+                            continue;
+                        }
+                        let mut expired = false;
+                        if let Some(rec) =
+                            own.as_mut().filter(|r| r.state == State::Leased && r.lease_until <= now)
+                        {
+                            // Its lease ran out: pending again at its deadline
+                            // (ordered among the due jobs like any other), or
+                            // dead after its last attempt.
+                            expired = true;
+                            deltas.1 += 1;
+                            deltas.2.failed(&rec.kind);
+                            rec.gen += 1;
+                            rec.token = 0;
+                            // The reason it is delivered again (or dead), as `Job::last_error`.
+                            rec.error = Some(format!("lease expired (attempt {})", rec.attempt));
+                            if rec.attempt >= rec.dead_after {
+                                // A dead record's lease end is when it died.
+                                rec.state = State::Dead;
+                                rec.lease_until = now;
+                                acts.push(TimerAct::Disarm { id });
+                                if rec.unique.is_some() {
+                                    Keys::open(&mut keys, &txn, path)?.release(id, rec, now)?;
+                                }
+                            } else {
+                                rec.state = State::Pending;
+                                self.ready.insert(id, rec);
+                            }
+                            deltas.moved(Some(State::Leased), Some(rec.state));
+                            jobs.insert(id, rec.encode().as_slice()).map_err(err)?;
+                        }
+                        let mut leased = None;
+                        while let Some((level, deadline, pick)) = self.ready.best(now, exclude) {
+                            let taken = if pick == id { own.take() } else { None };
+                            let rec = match taken {
+                                Some(rec) => Some(rec),
+                                None => get(&jobs, pick)?,
+                            };
+                            let Some(mut rec) = rec.filter(|r| {
+                                r.state == State::Pending && r.deadline == deadline && r.priority == level
+                            }) else {
+                                self.ready.forget(level, deadline, pick);
+                                continue;
+                            };
+                            self.ready.remove(pick, &rec);
+                            if !(expired && pick == id) {
+                                late = late.max(Some(now.saturating_sub(rec.deadline)));
+                            }
+                            rec.gen += 1;
+                            rec.state = State::Leased;
+                            rec.attempt = rec.attempt.saturating_add(1);
+                            rec.token = rec.gen;
+                            rec.lease_until = now.saturating_add(lease);
+                            acts.push(TimerAct::Arm { id: pick, gen: rec.gen, due: rec.lease_until });
+                            deltas.moved(Some(State::Pending), Some(State::Leased));
+                            jobs.insert(pick, rec.encode().as_slice()).map_err(err)?;
+                            leased = Some(rec.to_job(JobId(pick)));
+                            break;
+                        }
+                        // The timer's own job, if this lease did not take
+                        // it, keeps a wake-up: its timer was consumed, so it
+                        // is armed again (at once if it is due).
+                        match own {
+                            // Due, and of a kind this consumer excludes: armed
+                            // again, it could come straight back to it (a busy
+                            // loop), so it waits for a consumer that takes it.
+                            Some(rec)
+                                if rec.state == State::Pending
+                                    && rec.deadline <= now
+                                    && exclude.contains(&rec.kind) =>
+                            {
+                                acts.push(TimerAct::Park { id, gen: rec.gen, kind: rec.kind })
+                            }
+                            Some(rec) if rec.state == State::Pending => {
+                                acts.push(TimerAct::Arm { id, gen: rec.gen, due: rec.deadline })
+                            }
+                            // Its lease ends by the monotonic clock, not yet
+                            // by the wall clock: wait for the rest.
+                            Some(rec) if rec.state == State::Leased => {
+                                acts.push(TimerAct::Arm { id, gen: rec.gen, due: rec.lease_until })
+                            }
+                            _ => {}
+                        }
+                        dirty |= expired || leased.is_some();
                         Outcome::Job(leased)
                     }
                     Op::Ack { id, token, .. } => match get(&jobs, *id)? {
                         Some(rec) if rec.state == State::Leased && rec.token == *token => {
                             deltas.2.processed(&rec.kind);
                             jobs.remove(*id).map_err(err)?;
+                            if rec.unique.is_some() {
+                                Keys::open(&mut keys, &txn, path)?.release(*id, &rec, now)?;
+                            }
                             deltas.moved(Some(State::Leased), None);
                             acts.push(TimerAct::Disarm { id: *id });
                             Outcome::Flag(true)
@@ -736,6 +935,7 @@ impl Writer {
                             rec.token = 0;
                             rec.state = State::Pending;
                             rec.attempt = rec.attempt.saturating_sub(1);
+                            self.ready.insert(*id, &rec);
                             acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.deadline });
                             deltas.moved(Some(State::Leased), Some(State::Pending));
                             jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
@@ -755,9 +955,13 @@ impl Writer {
                                 rec.state = State::Dead;
                                 rec.lease_until = now;
                                 acts.push(TimerAct::Disarm { id: *id });
+                                if rec.unique.is_some() {
+                                    Keys::open(&mut keys, &txn, path)?.release(*id, &rec, now)?;
+                                }
                             } else {
                                 rec.state = State::Pending;
                                 rec.deadline = *retry_at;
+                                self.ready.insert(*id, &rec);
                                 acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.deadline });
                             }
                             deltas.moved(Some(State::Leased), Some(rec.state));
@@ -775,6 +979,9 @@ impl Writer {
                             rec.state = State::Dead;
                             rec.lease_until = now;
                             acts.push(TimerAct::Disarm { id: *id });
+                            if rec.unique.is_some() {
+                                Keys::open(&mut keys, &txn, path)?.release(*id, &rec, now)?;
+                            }
                             deltas.moved(Some(State::Leased), Some(State::Dead));
                             jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
                             Outcome::Flag(true)
@@ -794,6 +1001,10 @@ impl Writer {
                     Op::CancelIn { id, states, .. } => match get(&jobs, *id)? {
                         Some(rec) if states[rec.state as usize] => {
                             jobs.remove(*id).map_err(err)?;
+                            self.ready.remove(*id, &rec);
+                            if rec.unique.is_some() && rec.state != State::Dead {
+                                Keys::open(&mut keys, &txn, path)?.release(*id, &rec, now)?;
+                            }
                             deltas.moved(Some(rec.state), None);
                             acts.push(TimerAct::Disarm { id: *id });
                             Outcome::Flag(true)
@@ -803,6 +1014,10 @@ impl Writer {
                     Op::Cancel { id, .. } => match get(&jobs, *id)? {
                         Some(rec) => {
                             jobs.remove(*id).map_err(err)?;
+                            self.ready.remove(*id, &rec);
+                            if rec.unique.is_some() && rec.state != State::Dead {
+                                Keys::open(&mut keys, &txn, path)?.release(*id, &rec, now)?;
+                            }
                             deltas.moved(Some(rec.state), None);
                             acts.push(TimerAct::Disarm { id: *id });
                             Outcome::Flag(true)
@@ -812,6 +1027,11 @@ impl Writer {
                     Op::Requeue { id, at, .. } => match get(&jobs, *id)? {
                         Some(mut rec) if rec.state == State::Dead => {
                             rec.requeue(*at, self.max_attempts);
+                            self.ready.insert(*id, &rec);
+                            if rec.unique.is_some() {
+                                Keys::open(&mut keys, &txn, path)?
+                                    .revive(*id, &rec, now, &|id| get(&jobs, id))?;
+                            }
                             acts.push(TimerAct::Arm { id: *id, gen: rec.gen, due: rec.deadline });
                             deltas.moved(Some(State::Dead), Some(State::Pending));
                             jobs.insert(*id, rec.encode().as_slice()).map_err(err)?;
@@ -819,6 +1039,127 @@ impl Writer {
                         }
                         _ => Outcome::Flag(false),
                     },
+                    Op::ScheduleStore { name, def, next_us, .. } => {
+                        let mut table = txn
+                            .open_table(SCHEDULES)
+                            .map_err(|e| storage_error(path, e.into(), "opening schedules"))?;
+                        let old = match table.get(name.as_str()).map_err(err)? {
+                            Some(v) => {
+                                Some(Schedule::decode(v.value()).map_err(|detail| DurableError::Corrupt {
+                                    path: path.clone(),
+                                    detail: format!("schedule {name:?}: {detail}"),
+                                })?)
+                            }
+                            None => None,
+                        };
+                        let mut tick_ctx = TickCtx {
+                            ready: &mut self.ready,
+                            acts: &mut acts,
+                            deltas: &mut deltas,
+                            max_attempts: self.max_attempts,
+                        };
+                        if let Some(tick) = old.as_ref().and_then(|o| o.tick) {
+                            tick_ctx.delete_pending_tick(&mut jobs, tick, name, path)?;
+                        }
+                        let tick = match next_us {
+                            Some(next) => {
+                                Some(tick_ctx.add_tick(&mut jobs, &mut next_id, name, *next, path)?)
+                            }
+                            None => None,
+                        };
+                        let sched = Schedule {
+                            def: def.clone(),
+                            next_us: *next_us,
+                            last_us: old.and_then(|o| o.last_us),
+                            tick,
+                        };
+                        table.insert(name.as_str(), sched.encode().as_slice()).map_err(err)?;
+                        Outcome::Flag(true)
+                    }
+                    Op::ScheduleRemove { name, .. } => {
+                        let mut table = txn
+                            .open_table(SCHEDULES)
+                            .map_err(|e| storage_error(path, e.into(), "opening schedules"))?;
+                        let old =
+                            table.remove(name.as_str()).map_err(err)?.map(|v| Schedule::decode(v.value()));
+                        match old {
+                            None => Outcome::Flag(false),
+                            Some(old) => {
+                                let mut tick_ctx = TickCtx {
+                                    ready: &mut self.ready,
+                                    acts: &mut acts,
+                                    deltas: &mut deltas,
+                                    max_attempts: self.max_attempts,
+                                };
+                                if let Some(tick) = old.ok().and_then(|o| o.tick) {
+                                    tick_ctx.delete_pending_tick(&mut jobs, tick, name, path)?;
+                                }
+                                Outcome::Flag(true)
+                            }
+                        }
+                    }
+                    Op::ScheduleFire { name, fire, .. } => {
+                        let mut table = txn
+                            .open_table(SCHEDULES)
+                            .map_err(|e| storage_error(path, e.into(), "opening schedules"))?;
+                        let old = match table.get(name.as_str()).map_err(err)? {
+                            Some(v) => {
+                                Some(Schedule::decode(v.value()).map_err(|detail| DurableError::Corrupt {
+                                    path: path.clone(),
+                                    detail: format!("schedule {name:?}: {detail}"),
+                                })?)
+                            }
+                            None => None,
+                        };
+                        let mut tick_ctx = TickCtx {
+                            ready: &mut self.ready,
+                            acts: &mut acts,
+                            deltas: &mut deltas,
+                            max_attempts: self.max_attempts,
+                        };
+                        match old {
+                            Some(mut sched) if sched.next_us.is_some() => {
+                                let fired = sched.next_us == Some(fire.expect_next_us);
+                                let pending = match sched.tick {
+                                    Some(tick) => tick_ctx.pending_tick(&jobs, tick, name, path)?,
+                                    None => false,
+                                };
+                                if fired {
+                                    for d in &fire.deadlines_us {
+                                        let job = NewJob {
+                                            kind: fire.kind.clone(),
+                                            payload: fire.payload.clone(),
+                                            deadline: d.saturating_mul(1000),
+                                            priority: fire.priority,
+                                            unique: None,
+                                        };
+                                        tick_ctx.add(&mut jobs, &mut next_id, &job, path)?;
+                                    }
+                                    if let (Some(tick), true) = (sched.tick, pending) {
+                                        tick_ctx.delete_pending_tick(&mut jobs, tick, name, path)?;
+                                    }
+                                    sched.next_us = Some(fire.next_run_us);
+                                    sched.last_us = Some(fire.last_run_us);
+                                    sched.tick = Some(tick_ctx.add_tick(
+                                        &mut jobs,
+                                        &mut next_id,
+                                        name,
+                                        fire.next_run_us,
+                                        path,
+                                    )?);
+                                } else if !pending {
+                                    let next = sched.next_us.unwrap_or(0);
+                                    sched.tick =
+                                        Some(tick_ctx.add_tick(&mut jobs, &mut next_id, name, next, path)?);
+                                }
+                                if fired || !pending {
+                                    table.insert(name.as_str(), sched.encode().as_slice()).map_err(err)?;
+                                }
+                                Outcome::Flag(fired)
+                            }
+                            _ => Outcome::Flag(false),
+                        }
+                    }
                     // Answered before the transaction (`commit_batch`).
                     Op::Dead { .. } => Outcome::Flag(false),
                 };
@@ -842,8 +1183,127 @@ impl Writer {
                 meta.insert(META_NEXT_ID, next_id).map_err(err)?;
             }
         }
+        // A window's durable commit syncs the commits before it: never skipped.
+        let syncs = durable && matches!(self.durability, Durability::Window(_));
+        if !(dirty || syncs) {
+            txn.abort().map_err(|e| storage_error(&self.path, e.into(), "ending a read-only batch"))?;
+            return Ok((outcomes, acts, deltas, next_id));
+        }
         txn.commit().map_err(|e| storage_error(&self.path, e.into(), "committing"))?;
         Ok((outcomes, acts, deltas, next_id))
+    }
+}
+
+/// What storing and deleting tick jobs (and a firing's jobs) changes
+/// besides the jobs table.
+struct TickCtx<'a> {
+    ready: &'a mut Ready,
+    acts: &'a mut Vec<TimerAct>,
+    deltas: &'a mut Deltas,
+    max_attempts: u32,
+}
+
+impl TickCtx<'_> {
+    /// Stores a new job; returns its id.
+    fn add(
+        &mut self,
+        jobs: &mut redb::Table<'_, u64, &[u8]>,
+        next_id: &mut u64,
+        job: &NewJob,
+        path: &std::path::Path,
+    ) -> Result<u64, DurableError> {
+        let id = *next_id;
+        *next_id += 1;
+        let rec = new_record(job, self.max_attempts, None);
+        jobs.insert(id, rec.encode().as_slice())
+            .map_err(|e| storage_error(path, e.into(), "writing a job"))?;
+        self.ready.insert(id, &rec);
+        self.deltas.moved(None, Some(State::Pending));
+        self.acts.push(TimerAct::Arm { id, gen: 1, due: rec.deadline });
+        Ok(id)
+    }
+
+    /// Stores the tick job of schedule `name`, due at `next_us` (µs).
+    fn add_tick(
+        &mut self,
+        jobs: &mut redb::Table<'_, u64, &[u8]>,
+        next_id: &mut u64,
+        name: &str,
+        next_us: u64,
+        path: &std::path::Path,
+    ) -> Result<u64, DurableError> {
+        let job = NewJob::plain(
+            crate::stored::TICK_KIND.to_string(),
+            name.as_bytes().to_vec(),
+            next_us.saturating_mul(1000),
+        );
+        self.add(jobs, next_id, &job, path)
+    }
+
+    /// Whether job `id` is schedule `name`'s tick job, pending.
+    fn pending_tick(
+        &self,
+        jobs: &redb::Table<'_, u64, &[u8]>,
+        id: u64,
+        name: &str,
+        path: &std::path::Path,
+    ) -> Result<bool, DurableError> {
+        Ok(tick_record(jobs, id, name, path)?.is_some())
+    }
+
+    /// Deletes job `id` if it is schedule `name`'s tick job, pending (a
+    /// leased one is a worker firing it, which acks it after).
+    fn delete_pending_tick(
+        &mut self,
+        jobs: &mut redb::Table<'_, u64, &[u8]>,
+        id: u64,
+        name: &str,
+        path: &std::path::Path,
+    ) -> Result<(), DurableError> {
+        if let Some(rec) = tick_record(jobs, id, name, path)? {
+            jobs.remove(id).map_err(|e| storage_error(path, e.into(), "deleting a tick job"))?;
+            self.ready.remove(id, &rec);
+            self.deltas.moved(Some(State::Pending), None);
+            self.acts.push(TimerAct::Disarm { id });
+        }
+        Ok(())
+    }
+}
+
+/// Job `id`'s record if it is schedule `name`'s tick job and pending.
+fn tick_record(
+    jobs: &redb::Table<'_, u64, &[u8]>,
+    id: u64,
+    name: &str,
+    path: &std::path::Path,
+) -> Result<Option<Record>, DurableError> {
+    let Some(v) = jobs.get(id).map_err(|e| storage_error(path, e.into(), "reading a tick job"))? else {
+        return Ok(None);
+    };
+    let rec = Record::decode(v.value()).map_err(|detail| DurableError::Corrupt {
+        path: path.to_path_buf(),
+        detail: format!("job {id}: {detail}"),
+    })?;
+    let is_tick =
+        rec.state == State::Pending && rec.kind == crate::stored::TICK_KIND && rec.payload == name.as_bytes();
+    Ok(is_tick.then_some(rec))
+}
+
+/// The record of a job being stored.
+fn new_record(job: &NewJob, max_attempts: u32, unique: Option<UniqueKey>) -> Record {
+    Record {
+        state: State::Pending,
+        attempt: 0,
+        dead_after: max_attempts,
+        deadline: job.deadline,
+        token: 0,
+        lease_until: 0,
+        gen: 1,
+        kind: job.kind.clone(),
+        error: None,
+        priority: job.priority,
+        unique,
+        payload: job.payload.clone(),
     }
 }
 
@@ -882,6 +1342,7 @@ fn sample(txn: &redb::WriteTransaction, minute: u64, pending: u64, late: u64) ->
 fn answer(op: Op, outcome: Outcome) -> Option<Job> {
     match (op, outcome) {
         (Op::Send { reply, .. }, Outcome::Ids(ids)) => reply.send(Ok(ids)),
+        (Op::SendWith { reply, .. }, Outcome::Sent(sent)) => reply.send(Ok(sent)),
         (Op::Lease { reply, .. }, Outcome::Job(job)) => {
             if let Some(Ok(Some(job))) = reply.deliver(Ok(job)) {
                 return Some(job);
@@ -895,7 +1356,10 @@ fn answer(op: Op, outcome: Outcome) -> Option<Job> {
             | Op::Extend { reply, .. }
             | Op::Cancel { reply, .. }
             | Op::CancelIn { reply, .. }
-            | Op::Requeue { reply, .. },
+            | Op::Requeue { reply, .. }
+            | Op::ScheduleStore { reply, .. }
+            | Op::ScheduleRemove { reply, .. }
+            | Op::ScheduleFire { reply, .. },
             Outcome::Flag(flag),
         ) => reply.send(Ok(flag)),
         (op, _) => fail(op, DurableError::Storage("internal: outcome does not match its op".into())),
@@ -906,6 +1370,7 @@ fn answer(op: Op, outcome: Outcome) -> Option<Job> {
 fn fail(op: Op, err: DurableError) {
     match op {
         Op::Send { reply, .. } => reply.send(Err(err)),
+        Op::SendWith { reply, .. } => reply.send(Err(err)),
         Op::Lease { reply, .. } => reply.send(Err(err)),
         Op::Ack { reply, .. }
         | Op::Release { reply, .. }
@@ -913,7 +1378,10 @@ fn fail(op: Op, err: DurableError) {
         | Op::Kill { reply, .. }
         | Op::Extend { reply, .. }
         | Op::Cancel { reply, .. }
-        | Op::Requeue { reply, .. } => reply.send(Err(err)),
+        | Op::Requeue { reply, .. }
+        | Op::ScheduleStore { reply, .. }
+        | Op::ScheduleRemove { reply, .. }
+        | Op::ScheduleFire { reply, .. } => reply.send(Err(err)),
         Op::Dead { reply, .. } => reply.send(Err(err)),
         Op::CancelIn { reply, .. } => reply.send(Err(err)),
     }
