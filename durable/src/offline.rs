@@ -272,7 +272,8 @@ impl Inspect for OfflineFile {
     }
 
     fn schedules(&self) -> Result<Vec<crate::ScheduleInfo>, DurableError> {
-        Err(DurableError::Storage("TODO(issue33-merge): the schedules table".into()))
+        let stored = self.read(|txn, path| crate::writer::schedules::read(txn, path, None))?;
+        stored.into_iter().map(crate::schedule::info).collect()
     }
 
     fn samples(&self, since: SystemTime) -> Result<Vec<Sample>, DurableError> {
