@@ -18,7 +18,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
-use chrono::{DateTime, Offset, TimeZone, Utc};
+use chrono::{DateTime, Offset, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 
@@ -315,7 +315,10 @@ fn next_cron<Z: TimeZone + Copy>(cron: &Cron, zone: Z, t: SystemTime) -> Option<
 where
     Z::Offset: Copy,
 {
+    // Cron's grain is the second: search from the whole second (ticks are
+    // whole seconds, and the first is still strictly after `t`).
     let at: DateTime<Utc> = t.into();
+    let at = at.with_nanosecond(0).unwrap_or(at);
     let window = chrono::Duration::hours(3);
     let offset_at = |d: DateTime<Utc>| i64::from(d.with_timezone(&zone).offset().fix().local_minus_utc());
     let repeated = offset_at(at - window) - offset_at(at + window);

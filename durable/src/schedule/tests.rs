@@ -73,6 +73,16 @@ fn an_interval_expression_runs_at_both_of_a_repeated_hours_ticks() {
 }
 
 #[test]
+fn cron_ticks_are_whole_seconds_after_a_fractional_instant() {
+    let s = Schedule::cron("30 2 * * *").unwrap();
+    let t = utc(2026, 1, 1, 0, 0, 0) + Duration::from_nanos(940_350_000);
+    assert_eq!(s.next_after(t), Some(utc(2026, 1, 1, 2, 30, 0)));
+    let s = Schedule::cron("* * * * * *").unwrap();
+    assert_eq!(s.next_after(t), Some(utc(2026, 1, 1, 0, 0, 1)));
+    assert_eq!(s.next_after(utc(2026, 1, 1, 0, 0, 1)), Some(utc(2026, 1, 1, 0, 0, 2)));
+}
+
+#[test]
 fn seconds_and_utc_and_intervals() {
     let s = Schedule::cron("*/10 * * * * *").unwrap();
     assert_eq!(
