@@ -113,6 +113,7 @@ fn state(b: &Backend, id: JobId) -> Option<JobState> {
 
 fn commands(b: &Backend) {
     let (pending, leased, dead) = fill(b);
+    assert_eq!(ok(b, &["schedules"]), "no schedules\n");
 
     let stats = ok(b, &["stats"]);
     assert!(
@@ -192,7 +193,6 @@ fn commands(b: &Backend) {
     assert_eq!((s.pending, s.leased, s.dead), (0, 0, 0));
 
     // The schedules: listed with when they tick, next and last run, state.
-    assert_eq!(ok(b, &["schedules"]), "no schedules\n");
     {
         let q = (b.open)();
         let nightly = Schedule::cron("30 2 * * *").unwrap().in_zone("Europe/Berlin").unwrap();

@@ -389,7 +389,7 @@ pub fn two_workers_fire_a_schedule_once_per_tick(q: impl JobQueue + 'static) {
 
 pub fn a_kind_at_its_concurrency_limit_does_not_hold_up_other_kinds(q: impl JobQueue + 'static) {
     let q = Arc::new(q);
-    for _ in 0..60 {
+    for _ in 0..1000 {
         q.send_with(b"", past(5), &SendOptions::new().kind("email")).unwrap();
     }
     for _ in 0..20 {
@@ -407,7 +407,7 @@ pub fn a_kind_at_its_concurrency_limit_does_not_hold_up_other_kinds(q: impl JobQ
             .handle_raw("email", move |job, _| {
                 let n = now.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(n, Ordering::SeqCst);
-                thread::sleep(ms(20));
+                thread::sleep(ms(2));
                 now.fetch_sub(1, Ordering::SeqCst);
                 emails_done.fetch_add(1, Ordering::SeqCst);
                 assert_eq!(job.attempt(), 1, "an email job was leased and given back");
@@ -429,11 +429,11 @@ pub fn a_kind_at_its_concurrency_limit_does_not_hold_up_other_kinds(q: impl JobQ
     let stats = w.shutdown(Duration::from_secs(5)).stats;
     assert_eq!(q.len().unwrap(), 0);
     assert_eq!(most.load(Ordering::SeqCst), 2, "email handlers at once");
-    assert_eq!(stats.succeeded, 80);
+    assert_eq!(stats.succeeded, 1020);
     assert_eq!(stats.lease_lost, 0);
     let others = others_at.lock().unwrap();
     assert_eq!(others.len(), 20);
-    assert!(others.iter().all(|&done| done < 60), "the other kind waited for every email: {others:?}");
+    assert!(others.iter().all(|&done| done < 1000), "the other kind waited for every email: {others:?}");
 }
 
 pub fn a_rate_limit_spaces_the_starts(q: impl JobQueue + 'static) {
