@@ -93,6 +93,14 @@ fn listing_calls() -> usize {
 ///   (priority, kind) pairs pending; with none of those due it sleeps until
 ///   the next one is due, a lease ends, or a wake-up announces an earlier
 ///   job (an excluded job's announcement wakes it for one script, no more).
+/// - **Rate limits** ([`set_rate_limit`](RedisQueue::set_rate_limit)): a
+///   per-kind token bucket stored in the queue, so it holds across every
+///   worker and process (as BullMQ's limiter does, but per kind). The
+///   reserve script refills it from `TIME` and takes a token with the lease,
+///   atomically; a kind out of tokens is skipped as `reserve_excluding`
+///   skips a kind, by reading the (priority, kind) sets (`O(pairs)` a call
+///   while any limit is set), and a consumer with nothing else due sleeps
+///   until the next token, woken by no poll.
 /// - **Uniqueness**: one hash maps each key to the job holding it, its
 ///   covered states and the end of its period; the send script checks and
 ///   sets it atomically, so racing sends store one job. The entry goes when
@@ -1429,6 +1437,73 @@ impl RedisQueue {
             return Ok(None);
         };
         Ok(self.reserve_many_until(lease, 1, None, Some(stop), exclude)?.pop())
+    }
+
+    /// Limits `kind` to at most `n` leases per `per`, across every handle,
+    /// worker and process of this queue: a token bucket of `n` tokens,
+    /// refilled evenly over `per` (one token every `per / n`), full when set
+    /// (setting it again refills it). The limit and the bucket are stored in
+    /// the queue (hashes `rl` and `rb`), and the reserve script takes a token
+    /// in the same script as the lease, so the limit holds however many
+    /// consumers race. A job of a kind with no token left is skipped like an
+    /// excluded kind: it stays pending, unleased, its attempt uncounted,
+    /// while other kinds flow; a consumer with nothing else to take sleeps
+    /// until the next token comes due (no polling). `reserve_many` takes at
+    /// most as many jobs of the kind as there are tokens.
+    ///
+    /// `InvalidArgument` for a bad kind, `n == 0`, or `per` under 1 ms or
+    /// over 2^52 µs. Kinds without a limit, and queues without any, are
+    /// served as before (the reserve script then reads the per-priority
+    /// sets, not the per-(priority, kind) ones).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use delayq_durable::RedisQueue;
+    ///
+    /// let q = RedisQueue::connect("redis://127.0.0.1:6379/", "emails")?;
+    /// q.set_rate_limit("smtp", 10, Duration::from_secs(1))?; // 10 a second, all workers together
+    /// assert_eq!(q.rate_limits()?, vec![("smtp".to_string(), 10, Duration::from_secs(1))]);
+    /// assert!(q.clear_rate_limit("smtp")?);
+    /// # Ok::<(), delayq_durable::DurableError>(())
+    /// ```
+    pub fn set_rate_limit(&self, kind: &str, n: u32, per: Duration) -> Result<(), DurableError> {
+        check_kind(kind)?;
+        if n == 0 {
+            return Err(DurableError::InvalidArgument("a rate limit needs n >= 1"));
+        }
+        if per < Duration::from_millis(1) || per.as_micros() > 1 << 52 {
+            return Err(DurableError::InvalidArgument("a rate limit's period must be 1 ms to 2^52 µs"));
+        }
+        self.open()?;
+        let args = [kind.to_string(), n.to_string(), per.as_micros().to_string()];
+        self.flag("setting a rate limit", Name::RateLimit, &args)?;
+        Ok(())
+    }
+
+    /// Removes `kind`'s rate limit and its bucket; its due jobs go out at
+    /// once (waiting consumers are woken). `Ok(false)` if it had none.
+    pub fn clear_rate_limit(&self, kind: &str) -> Result<bool, DurableError> {
+        check_kind(kind)?;
+        self.open()?;
+        let args = [kind.to_string(), String::new(), String::new()];
+        self.flag("clearing a rate limit", Name::RateLimit, &args)
+    }
+
+    /// Every rate limit of this queue, by kind: `(kind, n, per)`.
+    pub fn rate_limits(&self) -> Result<Vec<(String, u32, Duration)>, DurableError> {
+        let key = format!("{}rl", self.inner.prefix);
+        let all: Vec<(String, String)> =
+            self.inner.pool.run("reading rate limits", |con| redis::cmd("HGETALL").arg(&key).query(con))?;
+        let mut out = Vec::with_capacity(all.len());
+        for (kind, v) in all {
+            let parsed = v.split_once(' ').and_then(|(n, per)| Some((n.parse().ok()?, per.parse().ok()?)));
+            let Some((n, per)) = parsed else {
+                return Err(DurableError::Redis(format!("kind {kind:?}'s rate limit is {v:?}")));
+            };
+            out.push((kind, n, Duration::from_micros(per)));
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// The schedule store: creates or replaces a schedule and its pending

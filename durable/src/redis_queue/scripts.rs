@@ -13,6 +13,8 @@
 //! | `pq:<priority>` | zset | pending jobs of that priority (`0`..`9`) by due time; members are ids zero-padded to 20 digits, so equal due times order by id |
 //! | `pk:<priority>:<kind>` | zset | the same, per (priority, kind) (what `reserve_excluding` reads) |
 //! | `pks` | set | the `<priority>:<kind>` pairs with a `pk:` set |
+//! | `rl` | hash | rate limits: kind → `"<n> <per µs>"` (at most n leases of the kind per `per`) |
+//! | `rb` | hash | a limited kind's token bucket: kind → `"<tokens> <last>"`, whole tokens and the time (µs, server clock, fractional) the refill counts from; absent: full |
 //! | `uniq` | hash | uniqueness key → `"<id> <states> <until>"` (states `p`, `l`, `b`; until: µs, 0 without a period) |
 //! | `uexp` | zset | the uniqueness keys with a period, by its end (the sweep's order) |
 //! | `sc:<name>` | hash | a schedule: `def`, `next` (µs, client clock; absent: paused), `last`, `tick` (its pending tick job's id) |
@@ -245,6 +247,15 @@ return out
 /// sets do not count as many jobs as `pending` (a queue written before
 /// them), they are rebuilt from `pending` first (once, O(n)).
 ///
+/// Rate limits (`rl`): with any kind limited, the script reads the
+/// (priority, kind) sets in both modes, and a head of a limited kind is
+/// leased only if the kind's bucket (`rb`, refilled from `TIME` first: one
+/// token per `per / n` since its last refill, at most n) holds a whole
+/// token, which the lease takes. A kind without one is skipped as an
+/// excluded kind is (its jobs stay pending, their attempt uncounted); with
+/// nothing leased, its next due time counts as no earlier than its next
+/// token's time, so a waiting consumer sleeps exactly until then.
+///
 /// An entry without its job hash is dropped and skipped (so a reply may
 /// carry fewer jobs than were due; the next due time is then at most now,
 /// and the client asks again at once). Returns `{now, n, ...}`: with n > 0,
@@ -311,14 +322,67 @@ if indexed ~= redis.call('ZCARD', p .. 'pending') then
     end
   end
 end
--- The sets to take from, each with its priority.
+-- Rate limits: kind -> {n, iv} (iv: µs per token, fractional).
+local limits = {}
+local limited = false
+do
+  local all = redis.call('HGETALL', p .. 'rl')
+  for i = 1, #all, 2 do
+    local n, per = string.match(all[i + 1], '^(%d+) (%d+)$')
+    if n and tonumber(n) > 0 then
+      limits[all[i]] = {tonumber(n), tonumber(per) / tonumber(n)}
+      limited = true
+    end
+  end
+end
+-- A limited kind's bucket, refilled to now (read once a script; false for
+-- a kind without a limit): {tokens, last, iv, taken}. Whole tokens only:
+-- `last` advances by whole intervals, so the fraction carries over.
+local buckets = {}
+local function bucket(kind)
+  local b = buckets[kind]
+  if b ~= nil then return b end
+  local lim = limits[kind]
+  if not lim then
+    buckets[kind] = false
+    return false
+  end
+  local n, iv = lim[1], lim[2]
+  local tokens, last = n, now
+  local v = redis.call('HGET', p .. 'rb', kind)
+  if v then
+    local t, l = string.match(v, '^(%S+) (%S+)$')
+    tokens, last = tonumber(t) or n, tonumber(l) or now
+  end
+  if last > now then last = now end -- the server's clock went back
+  if tokens < n then
+    local k = math.floor((now - last) / iv)
+    if last + (k + 1) * iv <= now then k = k + 1 end
+    tokens = tokens + k
+    last = last + k * iv
+  end
+  if tokens >= n then tokens, last = n, now end
+  b = {tokens, last, iv, false}
+  buckets[kind] = b
+  return b
+end
+-- Whether a kind is limited and out of tokens.
+local function dry(kind)
+  if not kind then return false end
+  local b = bucket(kind)
+  return b and b[1] < 1
+end
+-- The sets to take from, each with its priority (and, per kind, its kind).
 local sets = {}
-if ARGV[4] == 'x' then
+if ARGV[4] == 'x' or limited then
   local skip = {}
-  for i = 1, nx do skip[ARGV[5 + i]] = true end
+  if ARGV[4] == 'x' then
+    for i = 1, nx do skip[ARGV[5 + i]] = true end
+  end
   for _, pair in ipairs(redis.call('SMEMBERS', p .. 'pks')) do
-    if not skip[string.sub(pair, 3)] then
-      table.insert(sets, {p .. 'pk:' .. pair, tonumber(string.sub(pair, 1, 1))})
+    local kind = string.sub(pair, 3)
+    if not skip[kind] then
+      table.insert(sets, {p .. 'pk:' .. pair, tonumber(string.sub(pair, 1, 1)), kind})
     end
   end
 else
@@ -340,7 +404,7 @@ local function best()
   local bi, be, ba, bm = nil, 0, 0, ''
   for i = 1, #sets do
     local h = heads[i]
-    if h and h[2] <= now then
+    if h and h[2] <= now and not dry(sets[i][3]) then
       local e = effective(sets[i][2], h[2])
       if not bi or e < be or (e == be and (h[2] < ba or (h[2] == ba and h[1] < bm))) then
         bi, be, ba, bm = i, e, h[2], h[1]
@@ -361,6 +425,11 @@ while n < max do
   if f[1] and f[2] and f[6] == 'p' then
     local prio = tonumber(f[5] or '0') or 0
     unpend(id, prio, f[3] or '')
+    local b = bucket(f[3] or '')
+    if b then
+      b[1] = b[1] - 1
+      b[4] = true
+    end
     local attempt = redis.call('HINCRBY', k, 'attempt', 1)
     local tok = ARGV[tokens + 1 + n]
     local lease_until = now + lease
@@ -386,11 +455,25 @@ while n < max do
   look(i)
 end
 out[2] = n
+for kind, b in pairs(buckets) do
+  if b and b[4] then
+    redis.call('HSET', p .. 'rb', kind, string.format('%d %.17g', b[1], b[2]))
+  end
+end
 if n == 0 then
   local nxt = -1
   for i = 1, #sets do
     local h = heads[i]
-    if h and (nxt < 0 or h[2] < nxt) then nxt = h[2] end
+    if h then
+      local at = h[2]
+      -- A kind out of tokens: not before its next token.
+      if dry(sets[i][3]) then
+        local b = buckets[sets[i][3]]
+        local ready = math.ceil(b[2] + b[3])
+        if ready > at then at = ready end
+      end
+      if nxt < 0 or at < nxt then nxt = at end
+    end
   end
   local b = redis.call('ZRANGE', p .. 'leased', 0, 0, 'WITHSCORES')
   if b[2] and (nxt < 0 or tonumber(b[2]) < nxt) then nxt = tonumber(b[2]) end
@@ -859,6 +942,27 @@ end
 return out
 "#;
 
+/// ARGV: nonce, nonce TTL, kind, n (`""`: clear the kind's limit), per µs.
+/// Sets the kind's rate limit with a full bucket, or clears it and its
+/// bucket; announces `now` on `wake` either way, so waiting consumers look
+/// again at once (the kind's jobs may be free to go). Returns 1, or on a
+/// clear 0 if the kind had no limit.
+const RATE_LIMIT: &str = r#"
+local c = cached(ARGV[1])
+if c then return tonumber(c) end
+local kind = ARGV[3]
+local r = 1
+if ARGV[4] == '' then
+  r = redis.call('HDEL', p .. 'rl', kind)
+else
+  redis.call('HSET', p .. 'rl', kind, ARGV[4] .. ' ' .. ARGV[5])
+end
+redis.call('HDEL', p .. 'rb', kind)
+redis.call('PUBLISH', p .. 'wake', now)
+remember(ARGV[1], r)
+return r
+"#;
+
 /// Which script: its label on the latency histogram
 /// (`delayq_durable_redis_script_seconds{script}`), and its slot in
 /// [`Scripts::get`].
@@ -886,12 +990,13 @@ pub(crate) enum Name {
     SchedRemove,
     SchedFire,
     SchedRead,
+    RateLimit,
 }
 
 impl Name {
     /// Every script, in `as usize` order.
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) const ALL: [Name; 22] = [
+    pub(crate) const ALL: [Name; 23] = [
         Name::Send,
         Name::Reserve,
         Name::Ack,
@@ -914,6 +1019,7 @@ impl Name {
         Name::SchedRemove,
         Name::SchedFire,
         Name::SchedRead,
+        Name::RateLimit,
     ];
 
     /// The `script` label.
@@ -942,6 +1048,7 @@ impl Name {
             Name::SchedRemove => "schedule_remove",
             Name::SchedFire => "schedule_fire",
             Name::SchedRead => "schedule_read",
+            Name::RateLimit => "rate_limit",
         }
     }
 }
@@ -971,6 +1078,7 @@ pub(crate) struct Scripts {
     pub(crate) sched_remove: redis::Script,
     pub(crate) sched_fire: redis::Script,
     pub(crate) sched_read: redis::Script,
+    pub(crate) rate_limit: redis::Script,
 }
 
 impl Scripts {
@@ -1003,6 +1111,7 @@ impl Scripts {
             sched_remove: sc(SCHED_REMOVE),
             sched_fire: sc(SCHED_FIRE),
             sched_read: s(SCHED_READ),
+            rate_limit: s(RATE_LIMIT),
         }
     }
 
@@ -1031,6 +1140,7 @@ impl Scripts {
             Name::SchedRemove => &self.sched_remove,
             Name::SchedFire => &self.sched_fire,
             Name::SchedRead => &self.sched_read,
+            Name::RateLimit => &self.rate_limit,
         }
     }
 }
