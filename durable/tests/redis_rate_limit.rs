@@ -3,7 +3,7 @@
 //! bucket's tokens of the limited kind while the other kinds flow; a waiting
 //! consumer wakes for the next token (not at a poll interval, with few
 //! scripts and little CPU); `reserve_many` takes no more tokens than there
-//! are; clearing the limit lets the rest out at once; the same on a Redis
+//! are; `reserve_excluding` obeys the limit too; clearing the limit lets the rest out at once; the same on a Redis
 //! Cluster. Private servers on free loopback ports.
 #![cfg(feature = "redis")]
 
@@ -130,6 +130,26 @@ fn reserve_many_takes_only_the_tokens_there_are() {
     assert_eq!(q2.reserve_many(LEASE, 100, Duration::ZERO).unwrap().len(), 2);
     let stats = q2.stats().unwrap();
     assert_eq!((stats.pending, stats.leased), (1, 2));
+}
+
+/// `reserve_excluding` (what a `Worker` with per-kind limits calls) obeys
+/// the queue's limit too: with the only kind it may take out of tokens, it
+/// waits for the next token rather than take an excluded kind.
+#[test]
+fn excluding_and_limited_together() {
+    let Some(server) = shared() else { return };
+    let q = RedisQueue::connect(&server.url(), &unique("rl-excl")).unwrap();
+    q.set_rate_limit("api", 1, ms(300)).unwrap();
+    send(&q, "api", 2);
+    send(&q, "other", 1);
+    let (exclude, stop) = (["other".to_string()], delayq_durable::StopSignal::new());
+    let before = Instant::now();
+    let first = q.reserve_excluding(LEASE, &exclude, &stop).unwrap().unwrap();
+    let second = q.reserve_excluding(LEASE, &exclude, &stop).unwrap().unwrap();
+    let after = before.elapsed();
+    assert_eq!((first.kind(), second.kind()), ("api", "api"));
+    assert!(after >= ms(295) && after <= ms(450), "the second api job after {after:?}");
+    assert_eq!(q.stats().unwrap().pending, 1);
 }
 
 /// The scripts the server ran (`EVAL` and `EVALSHA` calls).
