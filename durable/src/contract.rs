@@ -225,6 +225,11 @@ pub trait JobQueue: Send + Sync {
     fn resume_schedule(&self, name: &str) -> Result<bool, DurableError> {
         crate::schedule::set_paused(self, name, false)
     }
+    /// The largest payload this queue accepts, in bytes (its `max_payload`);
+    /// what a schedule's payload is checked against when it is stored.
+    fn payload_limit(&self) -> usize {
+        usize::MAX
+    }
     /// The queue's name in traces and logs (a Redis or PostgreSQL queue's
     /// name, the embedded file's path); `""` if it has none.
     fn queue_label(&self) -> String {
@@ -328,6 +333,9 @@ impl JobQueue for DurableQueue {
     fn queue_label(&self) -> String {
         self.path().display().to_string()
     }
+    fn payload_limit(&self) -> usize {
+        DurableQueue::payload_limit(self)
+    }
 }
 
 /// A shared queue is a queue: a [`Worker`](crate::Worker) or a test can hold
@@ -421,5 +429,8 @@ impl<Q: JobQueue + ?Sized> JobQueue for std::sync::Arc<Q> {
     }
     fn queue_label(&self) -> String {
         (**self).queue_label()
+    }
+    fn payload_limit(&self) -> usize {
+        (**self).payload_limit()
     }
 }

@@ -347,6 +347,11 @@ impl DurableQueue {
         self.send_nanos(batch)
     }
 
+    /// The largest payload accepted ([`Builder::max_payload`]).
+    pub(crate) fn payload_limit(&self) -> usize {
+        self.inner.max_payload
+    }
+
     fn checked<'p>(&self, payload: &'p [u8]) -> Result<&'p [u8], DurableError> {
         if payload.len() > self.inner.max_payload {
             return Err(DurableError::PayloadTooLarge { len: payload.len(), max: self.inner.max_payload });

@@ -546,7 +546,18 @@ pub fn fire_tick<Q: JobQueue + ?Sized>(q: &Q, job: &Job) -> Result<usize, Durabl
         priority: def.schedule.priority,
         deadlines_us: ticks.iter().map(|&t| to_us(t)).collect(),
     };
-    let fired = q.schedule_fire(&name, &fire)?;
+    let fired = match q.schedule_fire(&name, &fire) {
+        Ok(fired) => fired,
+        Err(e @ (DurableError::PayloadTooLarge { .. } | DurableError::InvalidArgument(_))) => {
+            // The queue refuses the schedule's jobs (opened again with a
+            // smaller max_payload): no retry can help. Pause it, and say why
+            // in the dead set.
+            q.schedule_store(&name, &stored.def, None)?;
+            q.kill(job, &format!("schedule {name:?} paused: its jobs are refused: {e}"))?;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     q.ack(job)?;
     Ok(if fired { fire.deadlines_us.len() } else { 0 })
 }
@@ -577,6 +588,9 @@ pub(crate) fn store<Q: JobQueue + ?Sized>(
     check_schedule_name(name)?;
     check_kind(kind)?;
     schedule.check()?;
+    if payload.len() > q.payload_limit() {
+        return Err(DurableError::PayloadTooLarge { len: payload.len(), max: q.payload_limit() });
+    }
     let def = schedule.encode(kind, payload);
     let existing = q.schedule_get(name)?;
     if let Some(e) = &existing {

@@ -102,6 +102,8 @@ delegate! {
     schedule_list() -> Result<Vec<delayq_durable::StoredSchedule>, DurableError>;
     schedule_remove(name: &str) -> Result<bool, DurableError>;
     schedule_fire(name: &str, fire: &delayq_durable::Fire) -> Result<bool, DurableError>;
+    payload_limit() -> usize;
+    queue_label() -> String;
 }
 
 conformance_tests!(super::open_fresh);

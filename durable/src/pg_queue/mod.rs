@@ -684,6 +684,12 @@ pub(crate) fn batch<'a>(jobs: &[(&'a [u8], SystemTime)]) -> Result<Batch<'a>, Du
 }
 
 impl JobQueue for PgQueue {
+    fn payload_limit(&self) -> usize {
+        self.inner.max_payload
+    }
+    fn queue_label(&self) -> String {
+        self.name().to_string()
+    }
     fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
         PgQueue::send_at(self, payload, at)
     }

@@ -1269,6 +1269,12 @@ impl Drop for Inner {
 }
 
 impl JobQueue for RedisQueue {
+    fn payload_limit(&self) -> usize {
+        self.inner.max_payload
+    }
+    fn queue_label(&self) -> String {
+        self.name().to_string()
+    }
     fn send_at(&self, payload: &[u8], at: SystemTime) -> Result<JobId, DurableError> {
         RedisQueue::send_at(self, payload, at)
     }

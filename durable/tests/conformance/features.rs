@@ -353,6 +353,8 @@ pub fn bad_schedules_are_named_and_store_nothing(q: impl JobQueue) {
     invalid(q.schedule_raw("x", &every, "bad\u{7}", b""), "control");
     invalid(q.schedule_raw("x", &every.clone().priority(12), "k", b""), "priority");
     invalid(q.schedule_raw("x", &every.clone().missed(Missed::All(0)), "k", b""), "1..=1000");
+    let big = vec![0u8; (1 << 20) + 1]; // Opts::default's max_payload, plus one
+    assert!(matches!(q.schedule_raw("x", &every, "k", &big), Err(DurableError::PayloadTooLarge { .. })));
     assert!(q.schedules().unwrap().is_empty());
     assert_eq!(q.len().unwrap(), 0);
 }
