@@ -58,6 +58,22 @@
 //! that do not decode, keep leases alive while a handler runs, and
 //! [shut down](Worker::shutdown) with a grace period — on either backend.
 //!
+//! # Schedules, unique jobs, priorities, limits, tracing
+//!
+//! On every backend: [`JobQueue::schedule`] stores a recurring [`Schedule`]
+//! (cron expressions in IANA time zones, or fixed intervals; a
+//! [missed-tick policy](Missed)) whose ticks the workers fire, one job per
+//! tick however many run (a tick job per schedule, fired by a
+//! compare-and-set in the backend); [`JobQueue::send_with`] takes a
+//! priority (`0..=9`, 0 first among due jobs; aging opt-in on each builder)
+//! and a [`Unique`] key (a job holding it is returned, atomically); the
+//! [`Worker`] limits handlers per kind ([`WorkerBuilder::concurrency_for`],
+//! [`WorkerBuilder::rate_limit_for`]) without leasing what it cannot start
+//! ([`JobQueue::reserve_excluding`]), runs async handlers with
+//! [timeouts](WorkerBuilder::timeout_for), and opens a `tracing` span per
+//! job (feature `tracing`). On Redis, `RedisQueue::set_rate_limit` is a
+//! per-kind limit shared by every worker of the queue.
+//!
 //! # Timing
 //!
 //! Deadlines are wall-clock ([`SystemTime`](std::time::SystemTime)): an

@@ -79,7 +79,7 @@ impl Context<'_> {
     /// Whether the kind's [timeout](WorkerBuilder::timeout_for) has passed.
     /// A blocking handler cannot be cancelled (Rust has no thread
     /// cancellation): it may check this and stop early; an `Err` it returns
-    /// after its timeout is stored as "timed out after …: <error>".
+    /// after its timeout is stored as "timed out after …: " and its error.
     pub fn timed_out(&self) -> bool {
         self.deadline.is_some_and(|d| Instant::now() >= d)
     }
