@@ -105,7 +105,7 @@ pub fn a_unique_key_returns_the_job_that_holds_it(q: impl JobQueue) {
     assert_ne!(a, b);
 
     // A period holds it past the ack, then lets go.
-    let t = || SendOptions::new().unique(Unique::new("period").period(ms(600)));
+    let t = || SendOptions::new().unique(Unique::new("period").period(ms(1500)));
     let a = q.send_with(b"x", past(0), &t()).unwrap().id();
     let job = loop {
         let j = q.reserve_timeout(LEASE, PATIENCE).unwrap().unwrap();
@@ -116,7 +116,7 @@ pub fn a_unique_key_returns_the_job_that_holds_it(q: impl JobQueue) {
     };
     assert!(q.ack(&job).unwrap());
     assert_eq!(q.send_with(b"y", far, &t()).unwrap(), Sent::Existing(a));
-    thread::sleep(ms(700));
+    thread::sleep(ms(1600));
     assert!(q.send_with(b"z", far, &t()).unwrap().created());
 }
 
@@ -319,8 +319,18 @@ pub fn a_schedule_fires_each_tick_once_and_never_early(q: impl JobQueue) {
     let info = &q.schedules().unwrap()[0];
     assert_eq!((info.name.as_str(), info.kind.as_str(), info.paused), ("half-second", "beat", false));
     let first = info.next_run.unwrap();
-    let got = run_ticks(&q, ms(2300));
-    assert!((4..=5).contains(&got.len()), "{} ticks in 2.3 s of a 0.5 s schedule", got.len());
+    let mut got = run_ticks(&q, ms(2300));
+    // Pause (no tick job is left, nothing more fires), then take the jobs of
+    // the ticks fired just before: the loop may have ended between a firing
+    // and its job.
+    assert!(q.pause_schedule("half-second").unwrap());
+    assert!(q.schedules().unwrap()[0].paused);
+    while let Some(job) = q.reserve_timeout(LEASE, ms(300)).unwrap() {
+        assert_eq!(job.kind(), "beat", "a tick job is left after the pause");
+        got.push(job.deadline());
+        q.ack(&job).unwrap();
+    }
+    assert!((4..=6).contains(&got.len()), "{} ticks in 2.3 s of a 0.5 s schedule", got.len());
     // Redis reports a deadline through its clock-offset estimate: to the
     // millisecond here, not to the nanosecond.
     let near = |a: SystemTime, b: SystemTime| a.duration_since(b).unwrap_or_else(|e| e.duration()) < ms(2);
@@ -328,10 +338,7 @@ pub fn a_schedule_fires_each_tick_once_and_never_early(q: impl JobQueue) {
         assert!(near(*t, first + ms(500) * i as u32), "tick {i} at {t:?}, first {first:?}");
     }
     let info = &q.schedules().unwrap()[0];
-    assert!(near(info.last_run.unwrap(), *got.last().unwrap()));
-    // Pause: no tick job, nothing fires; resume: from now on.
-    assert!(q.pause_schedule("half-second").unwrap());
-    assert!(q.schedules().unwrap()[0].paused);
+    assert!(near(info.last_run.unwrap(), *got.last().unwrap()), "{:?} {:?}", info.last_run, got.last());
     assert_eq!(q.stats().unwrap().pending, 0);
     assert!(run_ticks(&q, ms(700)).is_empty());
     assert!(q.resume_schedule("half-second").unwrap());
@@ -380,12 +387,19 @@ pub fn two_workers_fire_a_schedule_once_per_tick(q: impl JobQueue + 'static) {
         .collect();
     thread::sleep(ms(2100));
     let stats: Vec<_> = workers.into_iter().map(|w| w.shutdown(Duration::from_secs(5)).stats).collect();
+    // The jobs of ticks fired just before the shutdown, not yet handled.
+    assert!(q.remove_schedule("shared").unwrap());
     let mut ticks = seen.lock().unwrap().clone();
+    while let Some(job) = q.reserve_timeout(LEASE, ms(300)).unwrap() {
+        assert_eq!(job.kind(), "beat");
+        ticks.push(job.deadline());
+        q.ack(&job).unwrap();
+    }
     let n = ticks.len();
     ticks.sort();
     ticks.dedup();
     assert_eq!(ticks.len(), n, "a tick ran twice");
-    assert!((4..=6).contains(&n), "{n} ticks in 2.1 s of a 0.4 s schedule");
+    assert!((4..=7).contains(&n), "{n} ticks in 2.1 s of a 0.4 s schedule");
     assert_eq!(stats.iter().map(|s| s.scheduled).sum::<u64>() as usize, n);
 }
 
