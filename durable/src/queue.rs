@@ -1028,11 +1028,7 @@ impl DurableQueue {
         def: &[u8],
         next_run_us: Option<u64>,
     ) -> Result<(), DurableError> {
-        check_schedule_name(name)?;
-        let max = self.inner.max_payload.saturating_add(4096);
-        if def.len() > max {
-            return Err(DurableError::PayloadTooLarge { len: def.len(), max });
-        }
+        crate::stored::check_store(name, def, self.inner.max_payload)?;
         if let Some(next) = next_run_us {
             to_nanos(from_us(next))?;
         }

@@ -74,6 +74,18 @@ pub(crate) fn check_schedule_name(name: &str) -> Result<(), DurableError> {
     Ok(())
 }
 
+/// Checks what `schedule_store` is given, on every backend: the name, and a
+/// definition at most `max_payload` + 4 KiB (the jobs' payload plus the
+/// schedule's own fields).
+pub(crate) fn check_store(name: &str, def: &[u8], max_payload: usize) -> Result<(), DurableError> {
+    check_schedule_name(name)?;
+    let max = max_payload.saturating_add(4096);
+    if def.len() > max {
+        return Err(DurableError::PayloadTooLarge { len: def.len(), max });
+    }
+    Ok(())
+}
+
 /// `t` as µs since the Unix epoch (0 before it).
 pub(crate) fn to_us(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))

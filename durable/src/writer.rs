@@ -1044,12 +1044,7 @@ impl Writer {
                             .open_table(SCHEDULES)
                             .map_err(|e| storage_error(path, e.into(), "opening schedules"))?;
                         let old = match table.get(name.as_str()).map_err(err)? {
-                            Some(v) => {
-                                Some(Schedule::decode(v.value()).map_err(|detail| DurableError::Corrupt {
-                                    path: path.clone(),
-                                    detail: format!("schedule {name:?}: {detail}"),
-                                })?)
-                            }
+                            Some(v) => Some(schedules::decode_at(path, name, v.value())?),
                             None => None,
                         };
                         let mut tick_ctx = TickCtx {
@@ -1103,12 +1098,7 @@ impl Writer {
                             .open_table(SCHEDULES)
                             .map_err(|e| storage_error(path, e.into(), "opening schedules"))?;
                         let old = match table.get(name.as_str()).map_err(err)? {
-                            Some(v) => {
-                                Some(Schedule::decode(v.value()).map_err(|detail| DurableError::Corrupt {
-                                    path: path.clone(),
-                                    detail: format!("schedule {name:?}: {detail}"),
-                                })?)
-                            }
+                            Some(v) => Some(schedules::decode_at(path, name, v.value())?),
                             None => None,
                         };
                         let mut tick_ctx = TickCtx {

@@ -832,11 +832,7 @@ impl PgQueue {
         def: &[u8],
         next_run_us: Option<u64>,
     ) -> Result<(), DurableError> {
-        check_schedule_name(name)?;
-        let max = self.inner.max_payload + 4096;
-        if def.len() > max {
-            return Err(DurableError::PayloadTooLarge { len: def.len(), max });
-        }
+        crate::stored::check_store(name, def, self.inner.max_payload)?;
         let next = next_run_us.map(server_us).transpose()?;
         self.inner.check_open()?;
         self.block(self.inner.schedule_store(name, def, next))

@@ -1521,11 +1521,7 @@ impl RedisQueue {
         def: &[u8],
         next_run_us: Option<u64>,
     ) -> Result<(), DurableError> {
-        check_schedule_name(name)?;
-        let max = self.inner.max_payload.saturating_add(4096);
-        if def.len() > max {
-            return Err(DurableError::PayloadTooLarge { len: def.len(), max });
-        }
+        crate::stored::check_store(name, def, self.inner.max_payload)?;
         let due = match next_run_us {
             Some(us) => self.due_at(from_us(us))?.arg(),
             None => String::new(),

@@ -75,6 +75,11 @@ fn corrupt(path: &Path, name: &str, detail: String) -> DurableError {
     DurableError::Corrupt { path: path.to_path_buf(), detail: format!("schedule {name:?}: {detail}") }
 }
 
+/// Decodes schedule `name`'s stored record; `Corrupt`, naming it, if it does not decode.
+pub(crate) fn decode_at(path: &Path, name: &str, bytes: &[u8]) -> Result<Schedule, DurableError> {
+    Schedule::decode(bytes).map_err(|d| corrupt(path, name, d))
+}
+
 /// Reads the schedules named in `range` (one, or all), by name.
 pub(crate) fn read(
     txn: &ReadTransaction,
@@ -90,14 +95,14 @@ pub(crate) fn read(
     let mut out = Vec::new();
     if let Some(name) = only {
         if let Some(v) = table.get(name).map_err(err)? {
-            out.push(Schedule::decode(v.value()).map_err(|d| corrupt(path, name, d))?.stored(name));
+            out.push(decode_at(path, name, v.value())?.stored(name));
         }
         return Ok(out);
     }
     for entry in table.iter().map_err(err)? {
         let (k, v) = entry.map_err(err)?;
         let name = k.value();
-        out.push(Schedule::decode(v.value()).map_err(|d| corrupt(path, name, d))?.stored(name));
+        out.push(decode_at(path, name, v.value())?.stored(name));
     }
     Ok(out)
 }
