@@ -52,6 +52,9 @@ found delayq_bug_lead_no_fence loom_models::lead::a_leader_that_leaves "deadlock
 found delayq_bug_role_no_wake loom_models::role::a_consumer_that_wants "deadlock"
 # A performer of the enqueue role that does not ring for the commands it left (role.rs).
 found delayq_bug_help_no_ring loom_models::role::no_push_is_left "deadlock"
+# A woken consumer that never leaves the waiter list's count of woken threads
+# (waiters.rs): takes that leave items behind skip their wakes forever.
+found delayq_bug_woken_never_runs loom_models::blocking::a_woken_consumer "deadlock"
 
 # Each planted bug in its own build: loom must find it.
 for bug in delayq_bug_async_drop_no_pass_on delayq_bug_catch_up_no_sync delayq_bug_catch_up_no_move delayq_bug_catch_up_no_look; do

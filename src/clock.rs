@@ -184,6 +184,17 @@ impl Clock {
         }
     }
 
+    /// As [`park`](Clock::park), for a consumer that leads for a deadline:
+    /// a system clock's timed park fires within `LEAD_TIMER_SLACK_NS` of it.
+    pub(crate) fn park_lead(&self, parker: &Parker, deadline: Option<Instant>) {
+        match (&self.kind, deadline) {
+            (Kind::System, Some(d)) => {
+                crate::sync::park_with_slack(parker, d, crate::sync::LEAD_TIMER_SLACK_NS)
+            }
+            _ => self.park(parker, deadline),
+        }
+    }
+
     /// Calls `listener` after every step of a mock clock ([`MockClock::advance`]
     /// or [`MockClock::set`]), on the stepping thread, until the returned
     /// [`Subscription`] is dropped. A system clock never calls it.

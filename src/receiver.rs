@@ -128,14 +128,16 @@ fn taken<T>(s: &Shared<T>, n: usize) {
     // syscall on the performer's thread); a consumer that leaves items behind
     // wakes one more, so wake-ups spread over the consumers' threads. With
     // the ring empty, one wakes to lead for the index's next deadline if
-    // nobody leads (Java `DelayQueue.take`'s `finally`).
-    if s.signals.consumers.has_waiters()
-        && (s.egress.len() > 0
+    // nobody leads (Java `DelayQueue.take`'s `finally`). Unless a consumer
+    // woken before has not run yet: it looks at both first, and a wake per
+    // take made every consumer runnable under load, starving the producers
+    // (16 x 16 at 1 M items/s: p99 lateness 729 -> 422 us; 100 K/s CPU per item
+    // 9.0 -> 5.7 us).
+    s.signals.consumers.wake_one_unless_woken(|| {
+        s.egress.len() > 0
             // SeqCst: after the fence, with the lead's other accesses.
-            || (s.lead.current().is_none() && s.index_head.load(Ordering::SeqCst) != NEVER))
-    {
-        s.signals.consumers.notify_after_fence(1);
-    }
+            || (s.lead.current().is_none() && s.index_head.load(Ordering::SeqCst) != NEVER)
+    });
     if left == 0 && s.counter.is_closed() {
         s.signals.consumers.notify_all();
     }

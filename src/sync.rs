@@ -256,6 +256,66 @@ pub(crate) fn set_nice(nice: i32) -> std::io::Result<()> {
     }
 }
 
+/// Timer slack of a consumer's timed park while it leads for a deadline
+/// (`Clock::park_lead`): the kernel's default of 50 µs would be added to the
+/// lateness of what it leads for; none at all costs a wake-up for every item
+/// when items fall due microseconds apart, where 25 µs lets one wake-up cover
+/// the few due within it (16 x 16 at 100 K items/s: p50 lateness 24 -> 16 µs,
+/// CPU per item 6.7 -> 7.1 µs; at 2 µs, 7.5 µs and 9.7 µs).
+pub(crate) const LEAD_TIMER_SLACK_NS: u64 = 25_000;
+
+/// Parks until `deadline` (or an unpark) with this thread's timer slack at
+/// `ns` for the wait, and puts the thread's own slack back after it: the
+/// calling thread is the user's (a consumer), so its setting is left as it
+/// was. Linux only (`PR_GET_TIMERSLACK`, read once per thread); elsewhere,
+/// and under loom, a plain timed park.
+pub(crate) fn park_with_slack(parker: &Parker, deadline: Instant, ns: u64) {
+    #[cfg(all(target_os = "linux", not(delayq_loom)))]
+    {
+        thread_local! {
+            /// The thread's own slack, read at its first lead.
+            static OWN: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+        }
+        let own = OWN
+            .try_with(|own| match own.get() {
+                Some(v) => v,
+                None => {
+                    let v = timer_slack();
+                    own.set(Some(v));
+                    v
+                }
+            })
+            .ok();
+        match own {
+            Some(own) if own > ns => {
+                set_timer_slack(ns);
+                parker.park(Some(deadline));
+                set_timer_slack(own);
+            }
+            _ => parker.park(Some(deadline)),
+        }
+    }
+    #[cfg(not(all(target_os = "linux", not(delayq_loom))))]
+    {
+        let _ = ns;
+        parker.park(Some(deadline));
+    }
+}
+
+/// This thread's timer slack in nanoseconds (Linux `PR_GET_TIMERSLACK`).
+#[cfg(all(target_os = "linux", not(delayq_loom)))]
+fn timer_slack() -> u64 {
+    extern "C" {
+        fn prctl(option: std::ffi::c_int, ...) -> std::ffi::c_int;
+    }
+    const PR_GET_TIMERSLACK: std::ffi::c_int = 30;
+    // SAFETY: PR_GET_TIMERSLACK takes no argument, touches no memory of ours
+    // and returns the calling thread's slack (or -1 on an old kernel).
+    let r = unsafe { prctl(PR_GET_TIMERSLACK) };
+    // An error reads as 0: nothing is changed then.
+    u64::try_from(r).unwrap_or(0)
+}
+
 /// Asks the kernel to fire this thread's timed waits within `ns` of their
 /// deadline (Linux `PR_SET_TIMERSLACK`; the default slack is 50 µs, which would be
 /// added to the lateness of every item). Elsewhere, and under loom, a no-op.

@@ -23,45 +23,96 @@ use std::time::Instant;
 #[derive(Debug, Default)]
 pub(crate) struct Waiters {
     len: AtomicUsize,
+    /// Blocked threads (not tasks) that a notifier took from the list and
+    /// that have not yet run: each will look at its condition before it
+    /// parks again (`block_on_until`), so a notifier whose wake would only
+    /// add a second look may skip it ([`Waiters::woken`]).
+    woken: AtomicUsize,
     list: Mutex<List>,
 }
 
 #[derive(Debug, Default)]
 struct List {
     next_id: u64,
-    entries: VecDeque<(u64, Waker)>,
+    /// `(ticket, waker, whether a blocked thread registered it)`.
+    entries: VecDeque<(u64, Waker, bool)>,
 }
 
-/// A waiter's ticket, used to unregister.
+/// A waiter's ticket, used to unregister: its id, and whether a blocked
+/// thread holds it (`Waiters::woken` counts those).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Ticket(u64);
+pub(crate) struct Ticket(u64, bool);
 
 impl Waiters {
+    /// Registers a task's waker (an async front-end's).
+    #[cfg_attr(not(feature = "async"), allow(dead_code))]
     pub(crate) fn register(&self, waker: &Waker) -> Ticket {
+        self.enter(waker, false)
+    }
+
+    /// Registers a blocked thread's waker (`block_on_until`): counted in
+    /// [`Waiters::woken`] from its notification until it unregisters.
+    pub(crate) fn register_thread(&self, waker: &Waker) -> Ticket {
+        self.enter(waker, true)
+    }
+
+    fn enter(&self, waker: &Waker, thread: bool) -> Ticket {
         let id = {
             let mut l = lock(&self.list);
             let id = l.next_id;
             l.next_id += 1;
-            l.entries.push_back((id, waker.clone()));
+            l.entries.push_back((id, waker.clone(), thread));
             // SeqCst: the registration half of the invariant above.
             self.len.fetch_add(1, Ordering::SeqCst);
             id
         };
         // SeqCst: the waiter's re-check must not be ordered before the registration.
         fence(Ordering::SeqCst);
-        Ticket(id)
+        Ticket(id, thread)
     }
 
     /// Removes the entry; `false` if a notifier took it first (the waiter was woken).
     pub(crate) fn unregister(&self, t: Ticket) -> bool {
         let mut l = lock(&self.list);
-        match l.entries.iter().position(|(id, _)| *id == t.0) {
+        match l.entries.iter().position(|(id, _, _)| *id == t.0) {
             Some(i) => {
                 l.entries.remove(i);
                 self.len.fetch_sub(1, Ordering::SeqCst);
                 true
             }
-            None => false,
+            None => {
+                // Relaxed (under the list's lock, as the notifier's add): the
+                // woken thread looks again before it parks, and the register
+                // before that look fences (`wake_one_unless_woken`).
+                // Planted bug for the loom suite: a woken thread stays
+                // counted, so notifiers skip wakes that nobody covers.
+                #[cfg(not(delayq_bug_woken_never_runs))]
+                if t.1 {
+                    self.woken.fetch_sub(1, Ordering::Relaxed);
+                }
+                false
+            }
+        }
+    }
+
+    /// Wakes one waiting thread if `wanted()`, unless a thread already woken
+    /// has not run yet: it will look before it parks again, so a second wake
+    /// would only add a runnable thread (a consumer's take that leaves items
+    /// behind: `receiver::taken`; tokio's scheduler bounds its searching
+    /// workers alike). Called after the caller's SeqCst fence, which follows
+    /// its change of the state.
+    ///
+    /// Why nothing is left behind: a woken thread leaves the count
+    /// (`unregister`), looks, and if it finds nothing registers again (a
+    /// SeqCst fence) and looks once more before it parks. Either the caller's
+    /// fence comes first in the SeqCst order, and that last look sees its
+    /// change, or the woken thread's, and the caller reads the count without
+    /// it. Loom: `models/blocking.rs` (`a_woken_consumer_covers_a_take_that_leaves_items`,
+    /// planted bug `delayq_bug_woken_never_runs`).
+    pub(crate) fn wake_one_unless_woken(&self, wanted: impl FnOnce() -> bool) {
+        // Relaxed: ordered by the caller's fence, as above.
+        if self.has_waiters() && self.woken.load(Ordering::Relaxed) == 0 && wanted() {
+            self.notify_after_fence(1);
         }
     }
 
@@ -77,12 +128,30 @@ impl Waiters {
         if n == 0 || self.len.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let woken: Vec<Waker> = {
-            let mut l = lock(&self.list);
-            let k = n.min(l.entries.len());
-            self.len.fetch_sub(k, Ordering::SeqCst);
-            l.entries.drain(..k).map(|(_, w)| w).collect()
-        };
+        let mut l = lock(&self.list);
+        let k = n.min(l.entries.len());
+        self.len.fetch_sub(k, Ordering::SeqCst);
+        if k == 1 {
+            // One waiter, the usual case: no list of wakers to allocate.
+            let (_, w, thread) = l.entries.pop_front().expect("k == 1");
+            if thread {
+                self.woken.fetch_add(1, Ordering::Relaxed);
+            }
+            drop(l);
+            crate::contain::wake(w);
+            return;
+        }
+        let woken: Vec<Waker> = l
+            .entries
+            .drain(..k)
+            .map(|(_, w, thread)| {
+                if thread {
+                    self.woken.fetch_add(1, Ordering::Relaxed);
+                }
+                w
+            })
+            .collect();
+        drop(l);
         // Wake with the lock released; a panicking waker wakes the rest.
         woken.into_iter().for_each(crate::contain::wake);
     }
@@ -219,7 +288,7 @@ pub(crate) fn block_on_until<R>(
     let waker = ThreadWaker::waker(&parker);
     let expired = |clock: &Clock| deadline.is_some_and(|d| clock.now() >= d);
     loop {
-        let ticket = waiters.register(&waker);
+        let ticket = waiters.register_thread(&waker);
         // The last attempt's answer decides how long to park.
         let again = match attempt(true) {
             Ok(r) => {
@@ -243,7 +312,11 @@ pub(crate) fn block_on_until<R>(
             (Some(d), Some(t)) => Some(d.min(t)),
             (d, t) => d.or(t),
         };
-        clock.park(&parker, until);
+        if again.is_some() {
+            clock.park_lead(&parker, until);
+        } else {
+            clock.park(&parker, until);
+        }
         let notified = !waiters.unregister(ticket);
         if let Ok(r) = attempt(false) {
             return Some(r);

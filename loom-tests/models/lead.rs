@@ -12,7 +12,7 @@
 //!   due.
 //! - **The leader leaves** against a follower that registers: the leader
 //!   gives up (`Lead::give_up`: CAS to 0, fence), then looks for waiters and
-//!   wakes one (`receiver::taken`'s check); the follower registers, fences and
+//!   wakes one (`receiver::taken`'s `Waiters::wake_one_unless_woken`); the follower registers, fences and
 //!   reads the lead. Planted bug `delayq_bug_lead_no_fence` (the give-up
 //!   without its fence): loom finds the follower asleep with nobody leading.
 use super::model;
@@ -79,9 +79,7 @@ fn a_leader_that_leaves_wakes_a_follower() {
             thread::spawn(move || {
                 assert!(lead.give_up(v));
                 // The index still holds the item due at 10 (`index_head`).
-                if consumers.has_waiters() && lead.current().is_none() {
-                    consumers.notify_after_fence(1);
-                }
+                consumers.wake_one_unless_woken(|| lead.current().is_none());
             })
         };
         let got = block_on_until(&consumers, &Clock::default(), None, |registered| {
