@@ -42,6 +42,10 @@ use crate::sync::{fence, lock, yield_now, Ordering, Parker};
 /// timers lock.
 const BATCH: usize = 1024;
 
+/// Room the enqueue role's batch keeps between batches (a spill's burst may
+/// grow it further for one batch).
+const BATCH_ROOM: usize = 1024;
+
 /// The most commands a client applies per critical section: its share of
 /// the others' work is bounded, as a combiner's must be.
 pub(crate) const CLIENT_BATCH: usize = 256;
@@ -232,9 +236,20 @@ pub(crate) fn apply<T>(s: &Shared<T>, max: usize) -> Owed<T> {
         discarded: Vec::new(),
         tidy: None,
     };
+    let mut batch = lock(&s.batch);
+    owed.freed = s.ingress.drain_with(max, |cmd| batch.push_back(cmd));
     let mut guard = lock(&s.timers);
     let t = &mut *guard;
-    owed.freed = s.ingress.drain_with(max, |cmd| apply_one(s, t, cmd, &mut owed));
+    // One at a time off the front: a command that unwinds leaves the rest
+    // here, in order, for the next holder.
+    while let Some(cmd) = batch.pop_front() {
+        apply_one(s, t, cmd, &mut owed);
+    }
+    if batch.capacity() > BATCH_ROOM {
+        // A spill's burst: its memory goes with it.
+        batch.shrink_to(BATCH_ROOM);
+    }
+    drop(batch);
     if let Some(e) = owed.earliest {
         // SeqCst: read by consumers that found the egress empty, and the
         // first half of the new-head hand-off (`lead.rs`).

@@ -28,6 +28,7 @@ use crate::tidy::Tidy;
 use crate::waiters::Waiters;
 use crate::wakeup::Bell;
 use crossbeam_utils::CachePadded;
+use std::collections::VecDeque;
 use std::time::Instant;
 
 /// What the timers lock protects: the index, and the rule that gives its
@@ -74,6 +75,11 @@ pub(crate) struct Shared<T> {
     pub(crate) ingress: Ingress<Cmd<T>>,
     pub(crate) egress: Egress<T>,
     pub(crate) timers: Mutex<Timers<T>>,
+    /// The enqueue role's batch: commands drained from the ingress before the
+    /// timers lock is taken, so that the lock is held for the inserts alone
+    /// (the ring's slots, written on the producers' cores, are read outside
+    /// it). Only the role's holder locks it.
+    pub(crate) batch: Mutex<VecDeque<Cmd<T>>>,
     pub(crate) signals: Signals,
     pub(crate) clock: Clock,
     pub(crate) ticks: Ticks,
@@ -129,6 +135,7 @@ impl<T> Shared<T> {
             metrics: Box::new(Metrics::new(&layout.name)),
             index_head: CachePadded::new(AtomicU64::new(NEVER)),
             timers: Mutex::new(Timers { index: Index::new(layout.index, now), tidy: Tidy::default() }),
+            batch: Mutex::new(VecDeque::new()),
             signals: Signals {
                 consumers: Waiters::default(),
                 producers: Waiters::default(),
