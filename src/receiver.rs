@@ -162,7 +162,10 @@ pub(crate) fn idle<T>(s: &Shared<T>) {
 /// leads: it sleeps until the index's next deadline and then moves what is
 /// due itself; the others sleep until woken. So an item due while a receiver
 /// waits costs one wake-up, that receiver's own timer, as in Java's
-/// `DelayQueue`.
+/// `DelayQueue`. (On Linux the leader's timed wait runs with the thread's
+/// timer slack lowered to 25 µs, so that the kernel's default of 50 µs is
+/// not added to the lateness; the thread's own slack is put back when the
+/// wait ends.)
 ///
 /// When the last `Receiver` is dropped, sends fail with the item handed back,
 /// and the pending items are dropped before its `drop` returns (on that
