@@ -13,6 +13,22 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use std::sync::Arc;
 
+/// Takes one unit if there is one: a semaphore's acquire, shaped like
+/// `Counter::reserve` and the egress's claim (SeqCst, as both).
+fn take_one(units: &AtomicUsize) -> Option<()> {
+    let mut n = units.load(Ordering::Relaxed);
+    loop {
+        if n == 0 {
+            return None;
+        }
+        // SeqCst: as `Counter::reserve` and the egress's claim.
+        match units.compare_exchange(n, n - 1, Ordering::SeqCst, Ordering::Relaxed) {
+            Ok(_) => return Some(()),
+            Err(now) => n = now,
+        }
+    }
+}
+
 /// The blocking loop alone, on a one-permit semaphore shaped like
 /// `Counter::reserve` / the take path. Threads: two waiters that each need a
 /// permit, and main, which hands out two permits one at a time and notifies one
@@ -27,19 +43,7 @@ fn block_on_never_loses_a_notification() {
             .map(|_| {
                 let (waiters, permits) = (waiters.clone(), permits.clone());
                 thread::spawn(move || {
-                    block_on(&waiters, &Clock::default(), None, || {
-                        let mut p = permits.load(Ordering::Relaxed);
-                        loop {
-                            if p == 0 {
-                                return None;
-                            }
-                            // SeqCst: as `Counter::reserve`.
-                            match permits.compare_exchange(p, p - 1, Ordering::SeqCst, Ordering::Relaxed) {
-                                Ok(_) => return Some(()),
-                                Err(now) => p = now,
-                            }
-                        }
-                    })
+                    block_on(&waiters, &Clock::default(), None, || take_one(&permits))
                 })
             })
             .collect();
@@ -66,24 +70,11 @@ fn a_woken_consumer_covers_a_take_that_leaves_items() {
     model(|| {
         let waiters = Arc::new(Waiters::default());
         let items = Arc::new(AtomicUsize::new(0));
-        let take = |items: &AtomicUsize| {
-            let mut n = items.load(Ordering::Relaxed);
-            loop {
-                if n == 0 {
-                    return None;
-                }
-                // SeqCst: as the egress's claim.
-                match items.compare_exchange(n, n - 1, Ordering::SeqCst, Ordering::Relaxed) {
-                    Ok(_) => return Some(()),
-                    Err(now) => n = now,
-                }
-            }
-        };
         let consumers: Vec<_> = (0..2)
             .map(|_| {
                 let (waiters, items) = (waiters.clone(), items.clone());
                 thread::spawn(move || {
-                    block_on(&waiters, &Clock::default(), None, || take(&items)).expect("untimed");
+                    block_on(&waiters, &Clock::default(), None, || take_one(&items)).expect("untimed");
                     // SeqCst: `receiver::taken`'s fence.
                     fence(Ordering::SeqCst);
                     waiters.wake_one_unless_woken(|| items.load(Ordering::SeqCst) > 0);
@@ -92,7 +83,7 @@ fn a_woken_consumer_covers_a_take_that_leaves_items() {
             .collect();
         waiters.notify(1);
         items.fetch_add(3, Ordering::SeqCst);
-        take(&items).expect("three were moved");
+        take_one(&items).expect("three were moved");
         fence(Ordering::SeqCst);
         waiters.wake_one_unless_woken(|| items.load(Ordering::SeqCst) > 0);
         for c in consumers {
