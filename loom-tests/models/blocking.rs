@@ -42,9 +42,7 @@ fn block_on_never_loses_a_notification() {
         let threads: Vec<_> = (0..2)
             .map(|_| {
                 let (waiters, permits) = (waiters.clone(), permits.clone());
-                thread::spawn(move || {
-                    block_on(&waiters, &Clock::default(), None, || take_one(&permits))
-                })
+                thread::spawn(move || block_on(&waiters, &Clock::default(), None, || take_one(&permits)))
             })
             .collect();
         for _ in 0..2 {
