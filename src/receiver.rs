@@ -164,8 +164,8 @@ pub(crate) fn idle<T>(s: &Shared<T>) {
 /// waits costs one wake-up, that receiver's own timer, as in Java's
 /// `DelayQueue`. (On Linux the leader's timed wait runs with the thread's
 /// timer slack lowered to 25 µs, so that the kernel's default of 50 µs is
-/// not added to the lateness; the thread's own slack is put back when the
-/// wait ends.)
+/// not added to the lateness; when the wait ends the thread gets back the
+/// slack it had at its first lead.)
 ///
 /// When the last `Receiver` is dropped, sends fail with the item handed back,
 /// and the pending items are dropped before its `drop` returns (on that

@@ -26,7 +26,7 @@ pub(crate) struct Waiters {
     /// Blocked threads (not tasks) that a notifier took from the list and
     /// that have not yet run: each will look at its condition before it
     /// parks again (`block_on_until`), so a notifier whose wake would only
-    /// add a second look may skip it ([`Waiters::woken`]).
+    /// add a second look may skip it ([`Waiters::wake_one_unless_woken`]).
     woken: AtomicUsize,
     list: Mutex<List>,
 }
@@ -39,7 +39,7 @@ struct List {
 }
 
 /// A waiter's ticket, used to unregister: its id, and whether a blocked
-/// thread holds it (`Waiters::woken` counts those).
+/// thread holds it (the list's count of woken threads counts those).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ticket(u64, bool);
 
@@ -50,8 +50,8 @@ impl Waiters {
         self.enter(waker, false)
     }
 
-    /// Registers a blocked thread's waker (`block_on_until`): counted in
-    /// [`Waiters::woken`] from its notification until it unregisters.
+    /// Registers a blocked thread's waker (`block_on_until`): counted among
+    /// the woken threads from its notification until it unregisters.
     pub(crate) fn register_thread(&self, waker: &Waker) -> Ticket {
         self.enter(waker, true)
     }
