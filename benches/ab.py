@@ -17,14 +17,41 @@ Each configuration is `IMPL THREADS N D_NS RATE` as `compare --child` takes it
 (RATE 0: producers unthrottled). Repeats are the outer loop and every variant
 runs each configuration back to back, so outside load hits all variants alike.
 A variant may be a script that sets an environment variable and execs a binary.
-Prints every run (with the 1-minute load average before it), then min / median
+Before each run it samples the host for a second and waits while the
+hypervisor steals more than 5 % of the CPU (`AB_MAX_STEAL`, percent; this
+VM has had stretches of 30-40 % steal, in which no figure is comparable).
+Prints every run (with the 1-minute load average and the steal before it), then min / median
 / max per configuration and variant: throughput (M items/s), lateness p50 / p99
 / p999 (µs) and CPU per item (µs, the whole child process). Exits non-zero if
 any run lost or duplicated an item or delivered one early.
 """
+import os
 import statistics
 import subprocess
 import sys
+import time
+
+
+def steal():
+    """Percent of CPU time stolen by the hypervisor over the next second."""
+    def sample():
+        f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        return sum(f), f[7] if len(f) > 7 else 0
+    t0, s0 = sample()
+    time.sleep(1)
+    t1, s1 = sample()
+    return 100.0 * (s1 - s0) / max(1, t1 - t0)
+
+
+def wait_quiet(limit):
+    """Waits (up to 10 minutes) until a second passes with steal <= limit."""
+    st = steal()
+    deadline = time.time() + 600
+    while st > limit and time.time() < deadline:
+        print(f"  steal {st:.0f} %: waiting", file=sys.stderr, flush=True)
+        time.sleep(5)
+        st = steal()
+    return st
 
 
 def main():
@@ -34,10 +61,12 @@ def main():
     reps, sep = int(args[0]), args.index("--")
     variants = [a.split("=", 1) for a in args[1:sep]]
     configs = [c.split() for c in args[sep + 1:]]
+    limit = float(os.environ.get("AB_MAX_STEAL", "5"))
     runs, bad = {}, 0
     for _ in range(reps):
         for cfg in configs:
             for label, exe in variants:
+                st = wait_quiet(limit)
                 load = open("/proc/loadavg").read().split()[0]
                 out = subprocess.run([exe, "--child", *cfg], capture_output=True, text=True, timeout=600).stdout
                 line = next(l for l in out.splitlines() if l.startswith("RESULT"))
@@ -49,7 +78,7 @@ def main():
                 bad += wrong
                 runs.setdefault((" ".join(cfg), label), []).append(r)
                 print(f"{' '.join(cfg):34} {label:8} {r[0]:.3f} M/s  p50 {r[1]:8.1f}  p99 {r[2]:8.1f}  "
-                      f"p999 {r[3]:8.1f} µs  cpu/item {r[4]:6.2f} µs  wrong {wrong}  load {load}", flush=True)
+                      f"p999 {r[3]:8.1f} µs  cpu/item {r[4]:6.2f} µs  wrong {wrong}  load {load}  steal {st:.0f} %", flush=True)
     print("\nmin / median / max")
     for (cfg, label), rs in runs.items():
         def col(k, fmt):
