@@ -52,6 +52,9 @@ found delayq_bug_lead_no_fence loom_models::lead::a_leader_that_leaves "deadlock
 found delayq_bug_role_no_wake loom_models::role::a_consumer_that_wants "deadlock"
 # A performer of the enqueue role that does not ring for the commands it left (role.rs).
 found delayq_bug_help_no_ring loom_models::role::no_push_is_left "deadlock"
+# A push that leaves its command to a streaming enqueue proxy without ringing it
+# (role.rs): the proxy may have looked at the ingress and be parking.
+found delayq_bug_stream_no_ring loom_models::role::no_push_is_left_behind_a_streaming "deadlock"
 # A woken consumer that never leaves the waiter list's count of woken threads
 # (waiters.rs): takes that leave items behind skip their wakes forever.
 found delayq_bug_woken_never_runs loom_models::blocking::a_woken_consumer "deadlock"

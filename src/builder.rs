@@ -274,7 +274,9 @@ impl Builder {
     /// try-acquire that never waits. The proxy threads perform only what
     /// nobody is there for: commands a producer left behind after its share,
     /// and the rounds async receivers (which cannot wait with a timeout) ask
-    /// them for.
+    /// them for. Under load (a producer's batch held 64 commands or more) the
+    /// enqueue proxy streams: sends only push and ring it until its batches
+    /// are small again.
     ///
     /// `false` leaves every piece of work to the two proxy threads: producers
     /// only push and ring, consumers only take and wait, the dequeue proxy

@@ -3,8 +3,8 @@
 //! the role free, with the other producers' commands batched in (flat
 //! combining: Hendler, Incze, Shavit and Tzafrir, SPAA 2010) — and the
 //! enqueue proxy thread performs only what nobody was there for: commands a
-//! client holder left behind after its bounded share, and everything with
-//! `Builder::helping(false)`.
+//! client holder left behind after its bounded share, everything while it
+//! streams (below), and everything with `Builder::helping(false)`.
 //!
 //! **A push is never left behind** (`hand_over`): the pusher fences after its
 //! push, then tries the role; if it is held, the pusher leaves, because the
@@ -16,6 +16,17 @@
 //! the proxy for the rest — a second store-buffering pair with the proxy's
 //! `sleeping` flag (`wakeup.rs`). Loom: `loom-tests/models/role.rs`
 //! (`no_push_is_left_behind`), with the planted bug `delayq_bug_help_no_ring`.
+//!
+//! **Under load the proxy streams** (`Shared::streaming`): a client batch of
+//! [`STREAM_AT`] commands or more means commands arrive faster than the
+//! producers apply them, and from then on a push rings the proxy and leaves
+//! (`role::leave_to_proxy`); the proxy applies batches until
+//! [`STREAM_BACK`] of them in a row hold fewer than [`STREAM_SMALL`]
+//! commands, then hands the role back. Near saturation this saves the
+//! producers' per-command role (a CAS, the timers lock against the rounds,
+//! two fences); below it, a proxy rung per send would cost a wake-up per
+//! item. Loom: `models/role.rs` (`no_push_is_left_behind_a_streaming_proxy`,
+//! planted bug `delayq_bug_stream_no_ring`).
 //!
 //! **Wake after release** (the Linux kernel's `wake_q`): a batch collects what
 //! its performer owes — answers to commands, producers waiting for room in the
@@ -34,9 +45,9 @@ use crate::cmd::Cmd;
 use crate::contain::drop_contained;
 use crate::metrics::Applied;
 use crate::oneshot::Answer;
-use crate::role::combine;
+use crate::role::{combine, leave_to_proxy};
 use crate::shared::{Shared, Timers};
-use crate::sync::{fence, lock, yield_now, Ordering, Parker};
+use crate::sync::{lock, yield_now, Ordering, Parker};
 
 /// The most commands the enqueue proxy applies per critical section of the
 /// timers lock.
@@ -53,6 +64,17 @@ pub(crate) const CLIENT_BATCH: usize = 256;
 /// The most batches a client performs per push before it rings the proxy
 /// for what is left.
 pub(crate) const CLIENT_ROUNDS: usize = 4;
+
+/// A client batch this long hands the role to the proxy (`Shared::streaming`):
+/// commands arrived faster than the producers applied them.
+pub(crate) const STREAM_AT: usize = 64;
+
+/// While it streams, a proxy batch shorter than this is small ...
+const STREAM_SMALL: usize = 4;
+
+/// ... and this many small batches in a row hand the role back to the
+/// producers.
+pub(crate) const STREAM_BACK: u32 = 8;
 
 /// An answer to send once the role is released.
 enum Done<T> {
@@ -138,6 +160,8 @@ fn new_head<T>(s: &Shared<T>, earliest: u64) {
 /// behind, or `helping(false)`); never waits for it while a client holds it
 /// (the holder looks at the ingress after its release).
 pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
+    // Small batches in a row while streaming.
+    let mut small = 0;
     loop {
         if shared.counter.is_disconnected() {
             wind_down(shared);
@@ -148,6 +172,14 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
             drop(held);
             let n = owed.commands();
             owed.pay(shared);
+            if n > 0 && shared.streaming.load(Ordering::Relaxed) {
+                small = if n < STREAM_SMALL { small + 1 } else { 0 };
+                if small >= STREAM_BACK {
+                    // Relaxed: a hint (`Shared::streaming`).
+                    shared.streaming.store(false, Ordering::Relaxed);
+                    small = 0;
+                }
+            }
             if n > 0 {
                 shared.metrics.proxy_round(true);
                 continue;
@@ -184,10 +216,9 @@ pub(crate) fn command<T>(shared: &Shared<T>, cmd: Cmd<T>) -> bool {
 /// role for it (module docs; `role::combine`). With helping on, the pusher
 /// performs it if it is free; without, it rings the proxy.
 pub(crate) fn hand_over<T>(shared: &Shared<T>) {
-    if !shared.helping {
-        // The bell's fence is the pusher's half of its pair: our push, then
-        // the proxy's `sleeping` flag (`wakeup.rs`).
-        shared.signals.enqueue.ring();
+    // Relaxed: a hint; the ring hands the push over either way.
+    if !shared.helping || shared.streaming.load(Ordering::Relaxed) {
+        leave_to_proxy(&shared.signals.enqueue);
         return;
     }
     combine(
@@ -197,6 +228,10 @@ pub(crate) fn hand_over<T>(shared: &Shared<T>) {
         |held| {
             let owed = apply(shared, CLIENT_BATCH);
             drop(held);
+            if owed.commands() >= STREAM_AT {
+                // Relaxed: a hint (`Shared::streaming`).
+                shared.streaming.store(true, Ordering::Relaxed);
+            }
             owed.pay(shared);
         },
         || !shared.ingress.is_empty(),
@@ -208,12 +243,7 @@ pub(crate) fn hand_over<T>(shared: &Shared<T>) {
 /// held returned, leaving its command to the holder, so the holder looks at
 /// the ingress again and hands what it finds over.
 pub(crate) fn look_after_release<T>(shared: &Shared<T>) {
-    // SeqCst: the performer's half of the pair in `role::combine`: our
-    // release, then the look at the ingress.
-    fence(Ordering::SeqCst);
-    if !shared.ingress.is_empty() {
-        hand_over(shared);
-    }
+    crate::role::look_after_release(|| !shared.ingress.is_empty(), || hand_over(shared));
 }
 
 /// Performs the role for a blocking send that found the ingress ring full

@@ -224,6 +224,36 @@ pub(crate) fn combine(
     let _ = bell;
 }
 
+/// For a holder of the role other than `combine`'s performers (the catch-up
+/// of `try_recv`), after its release: a push that found the role held left
+/// its work to the holder, so the holder looks for work again and, if it
+/// finds some, hands it over (`hand_over`: `combine` or a ring). Loom:
+/// `models/role.rs` (`a_push_during_a_catch_up_is_not_left_behind`).
+pub(crate) fn look_after_release(work_left: impl Fn() -> bool, hand_over: impl FnOnce()) {
+    // SeqCst: the performer's half of the pair in `combine`: our release,
+    // then the look for work.
+    fence(Ordering::SeqCst);
+    if work_left() {
+        hand_over();
+    }
+}
+
+/// After a push of work for a role whose proxy performs it for everyone
+/// (the enqueue proxy while it streams, `enqueue::hand_over`; every push
+/// without helping): rings the proxy and leaves. The ring's fence is the
+/// pusher's half of the pair with the proxy's `sleeping` flag (`wakeup.rs`):
+/// a proxy that parks after it looked at the ingress is unparked. Loom:
+/// `models/role.rs` (`no_push_is_left_behind_a_streaming_proxy`, planted bug
+/// `delayq_bug_stream_no_ring`).
+pub(crate) fn leave_to_proxy(bell: &Bell) {
+    // Planted bug for the loom suite: a pusher that counts on a streaming
+    // proxy being awake.
+    #[cfg(not(delayq_bug_stream_no_ring))]
+    bell.ring();
+    #[cfg(delayq_bug_stream_no_ring)]
+    let _ = bell;
+}
+
 #[cfg(all(test, not(delayq_loom)))]
 mod tests {
     use super::*;

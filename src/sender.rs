@@ -37,10 +37,11 @@ pub(crate) enum SendFail<T> {
 /// CAS loop for a bounded queue); a SeqCst fence and a second read of `closed`
 /// (the `closed` handshake of `counter.rs`); a relaxed RMW for the key; the
 /// ingress push (one CAS on its tail, a stamp store); a SeqCst fence and a
-/// look at the enqueue role, and, if it is free, the role itself (a CAS, the
-/// timers lock, the inserts of the commands waiting, a fence after the
-/// release; a wake-up only for a new earliest deadline that nobody leads
-/// for); and, for a blocking send, [`pace`].
+/// look at the enqueue role (while the enqueue proxy streams: a look at its
+/// `sleeping` flag instead, and nothing more), and, if it is free, the role
+/// itself (a CAS, the timers lock, the inserts of the commands waiting, a
+/// fence after the release; a wake-up only for a new earliest deadline that
+/// nobody leads for); and, for a blocking send, [`pace`].
 fn send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<u64, SendFail<T>> {
     let r = attempt_send(s, item, deadline, wait);
     if let Err(e) = &r {
@@ -133,7 +134,10 @@ fn pace<T>(s: &Shared<T>, key: u64, until: Option<Instant>) {
 /// waiting in the ring (its own and other producers', a bounded batch) to the
 /// timer index under the role's token. If another producer holds the role,
 /// the send returns at once: that holder applies its command. So the index
-/// sees one producer at a time, and no send waits for a proxy thread.
+/// sees one producer at a time, and no send waits for a proxy thread. Under
+/// load (a producer's batch held 64 commands or more) a send only pushes and
+/// rings the enqueue proxy, which applies the commands in batches until they
+/// are few again.
 ///
 /// When the last `Sender` is dropped, receivers still get every pending item when
 /// it falls due, then [`RecvError`](crate::RecvError).
@@ -583,5 +587,52 @@ mod tests {
         assert!(!sending.is_finished(), "the send did not pause at the shut gate");
         gate.shared().signals.admission.open(Reason::Test);
         sending.join().unwrap();
+    }
+
+    #[test]
+    fn a_long_batch_hands_the_enqueue_role_to_its_proxy_and_small_ones_hand_it_back() {
+        use std::sync::atomic::Ordering;
+        let (tx, rx) = crate::unbounded::<u32>();
+        let s = tx.shared();
+        let now = Instant::now();
+        // A batch's worth of sends while the role is held: each finds it held
+        // and leaves its command to the holder.
+        let first = crate::enqueue::STREAM_AT as u32 + 8;
+        let held = s.roles.enqueue.try_acquire().expect("an idle queue's role is free");
+        for i in 0..first {
+            tx.send_at(i, now).unwrap();
+        }
+        drop(held);
+        // The holder's look after its release performs one batch of them all.
+        crate::enqueue::look_after_release(s);
+        assert!(
+            s.streaming.load(Ordering::Relaxed),
+            "a batch of {first} commands did not hand the role over"
+        );
+        assert!(s.ingress.is_empty());
+        // Now each send is left to the proxy; one at a time, each is a small
+        // batch of its own (or shares one with the next), until enough small
+        // batches in a row hand the role back.
+        let mut sent = first;
+        let patience = Instant::now() + Duration::from_secs(30);
+        while s.streaming.load(Ordering::Relaxed) {
+            assert!(
+                sent < first + 200 && Instant::now() < patience,
+                "small batches never handed the role back"
+            );
+            tx.send_at(sent, now).unwrap();
+            sent += 1;
+            while !s.ingress.is_empty() {
+                assert!(Instant::now() < patience, "the streaming proxy left a send in the ingress");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        assert!(sent - first >= crate::enqueue::STREAM_BACK, "handed back after {} sends", sent - first);
+        tx.send_at(sent, now).unwrap();
+        sent += 1;
+        let mut got: Vec<u32> =
+            (0..sent).map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap()).collect();
+        got.sort_unstable();
+        assert_eq!(got, (0..sent).collect::<Vec<_>>());
     }
 }

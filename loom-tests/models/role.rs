@@ -8,7 +8,9 @@
 //!   one command at most and one round, while the proxy runs the enqueue
 //!   proxy's loop (try the role, drain, release; else register, re-check,
 //!   park). Planted bug `delayq_bug_help_no_ring`: the performer does not ring
-//!   for what its bounded drain left.
+//!   for what its bounded drain left. Again with one producer finding the
+//!   proxy streaming: it rings the proxy and leaves. Planted bug
+//!   `delayq_bug_stream_no_ring`: it leaves without the ring.
 //! - A consumer that finds the dequeue role held while an item is due, and
 //!   asks to be woken, is woken by the release. Planted bug
 //!   `delayq_bug_role_no_wake`: the release forgets it.
@@ -17,7 +19,7 @@
 use super::model;
 use crate::clock::Clock;
 use crate::ingress::Ingress;
-use crate::role::{combine, Role, Want, WANTED_BY_CONSUMER};
+use crate::role::{combine, leave_to_proxy, look_after_release, Held, Role, Want, WANTED_BY_CONSUMER};
 use crate::sync::Parker;
 use crate::waiters::{block_on, Waiters};
 use crate::wakeup::Bell;
@@ -104,7 +106,120 @@ fn a_consumer_that_wants_the_role_is_woken_by_the_release() {
 /// is a loom deadlock (the proxy waits for the last command forever).
 #[test]
 fn no_push_is_left_behind_a_parked_proxy() {
+    pushes_reach_the_proxy([false, false]);
+}
+
+/// As above, with the second producer finding the proxy streaming
+/// (`Shared::streaming`): it rings the proxy and leaves
+/// (`role::leave_to_proxy`) while the first combines, so the proxy may park
+/// while a client holds the role, and the streaming push relies on the
+/// ring alone. Planted bug `delayq_bug_stream_no_ring`: the streaming push
+/// does not ring.
+#[test]
+fn no_push_is_left_behind_a_streaming_proxy() {
+    pushes_reach_the_proxy([false, true]);
+}
+
+/// Threads: a catch-up (`try_recv`'s: it waits for the enqueue role, drains
+/// what is there, releases, then `role::look_after_release`), a producer
+/// that pushes one command and combines (one round), and the enqueue proxy's
+/// loop (main). The push may land after the catch-up's drain and find the
+/// role still held; then only the catch-up's look after its release hands it
+/// over, while the proxy, which saw the role held, parks. A command left
+/// behind is a loom deadlock.
+#[test]
+fn a_push_during_a_catch_up_is_not_left_behind() {
     model(|| {
+        let parker = Parker::new();
+        let unparker = parker.unparker();
+        let bell = Arc::new(Bell::new(parker.unparker()));
+        let role = Arc::new(Role::new(parker.unparker()));
+        let ingress = Arc::new(Ingress::<u32>::new(2));
+        let drained = Arc::new(Mutex::new(Vec::new()));
+        let record = {
+            let (drained, unparker) = (drained.clone(), unparker.clone());
+            move |got: Vec<u32>| {
+                let mut all = drained.lock().unwrap();
+                all.extend(got);
+                if !all.is_empty() {
+                    unparker.unpark();
+                }
+            }
+        };
+        let drain_one = {
+            let (ingress, record) = (ingress.clone(), record.clone());
+            move |held: Held<'_>| {
+                let mut got = Vec::new();
+                ingress.drain_into(&mut got, 1);
+                drop(held);
+                record(got);
+            }
+        };
+        let catch_up = {
+            let (bell, role, ingress, record, drain_one) =
+                (bell.clone(), role.clone(), ingress.clone(), record.clone(), drain_one.clone());
+            thread::spawn(move || {
+                let held = loop {
+                    if let Some(held) = role.try_acquire() {
+                        break held;
+                    }
+                    thread::yield_now();
+                };
+                let mut got = Vec::new();
+                ingress.drain_into(&mut got, 2);
+                drop(held);
+                record(got);
+                look_after_release(
+                    || !ingress.is_empty(),
+                    || combine(&role, &bell, 1, drain_one, || !ingress.is_empty()),
+                );
+            })
+        };
+        let producer = {
+            let (bell, role, ingress) = (bell.clone(), role.clone(), ingress.clone());
+            thread::spawn(move || {
+                ingress.push(7).expect("open ingress");
+                combine(&role, &bell, 1, drain_one, || !ingress.is_empty());
+            })
+        };
+        // The enqueue proxy's loop, as in `pushes_reach_the_proxy`.
+        loop {
+            if let Some(held) = role.try_acquire() {
+                let mut got = Vec::new();
+                ingress.drain_into(&mut got, 1);
+                let n = got.len();
+                drop(held);
+                record(got);
+                if n > 0 {
+                    continue;
+                }
+            }
+            if !drained.lock().unwrap().is_empty() {
+                break;
+            }
+            bell.prepare_sleep();
+            if !ingress.is_empty() && !role.is_held_now() {
+                bell.awake();
+                thread::yield_now();
+                continue;
+            }
+            if !drained.lock().unwrap().is_empty() {
+                bell.awake();
+                break;
+            }
+            parker.park(None);
+            bell.awake();
+        }
+        catch_up.join().unwrap();
+        producer.join().unwrap();
+        assert_eq!(*drained.lock().unwrap(), vec![7], "the command drained twice or never");
+    });
+}
+
+/// The model of the two tests above; `streaming[i]`: producer `i` leaves its
+/// push to the proxy instead of combining.
+fn pushes_reach_the_proxy(streaming: [bool; 2]) {
+    model(move || {
         const TOTAL: usize = 2;
         let parker = Parker::new();
         let unparker = parker.unparker();
@@ -131,6 +246,10 @@ fn no_push_is_left_behind_a_parked_proxy() {
                     (bell.clone(), role.clone(), ingress.clone(), record.clone());
                 thread::spawn(move || {
                     ingress.push(i).expect("open ingress");
+                    if streaming[i as usize] {
+                        leave_to_proxy(&bell);
+                        return;
+                    }
                     combine(
                         &role,
                         &bell,
