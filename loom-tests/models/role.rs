@@ -19,7 +19,7 @@
 use super::model;
 use crate::clock::Clock;
 use crate::ingress::Ingress;
-use crate::role::{combine, leave_to_proxy, look_after_release, Held, Role, Want, WANTED_BY_CONSUMER};
+use crate::role::{combine, leave_to_proxy, look_after_release, Role, Want, WANTED_BY_CONSUMER};
 use crate::sync::Parker;
 use crate::waiters::{block_on, Waiters};
 use crate::wakeup::Bell;
@@ -130,89 +130,34 @@ fn no_push_is_left_behind_a_streaming_proxy() {
 #[test]
 fn a_push_during_a_catch_up_is_not_left_behind() {
     model(|| {
-        let parker = Parker::new();
-        let unparker = parker.unparker();
-        let bell = Arc::new(Bell::new(parker.unparker()));
-        let role = Arc::new(Role::new(parker.unparker()));
-        let ingress = Arc::new(Ingress::<u32>::new(2));
-        let drained = Arc::new(Mutex::new(Vec::new()));
-        let record = {
-            let (drained, unparker) = (drained.clone(), unparker.clone());
-            move |got: Vec<u32>| {
-                let mut all = drained.lock().unwrap();
-                all.extend(got);
-                if !all.is_empty() {
-                    unparker.unpark();
-                }
-            }
-        };
-        let drain_one = {
-            let (ingress, record) = (ingress.clone(), record.clone());
-            move |held: Held<'_>| {
-                let mut got = Vec::new();
-                ingress.drain_into(&mut got, 1);
-                drop(held);
-                record(got);
-            }
-        };
+        let rig = EnqueueRig::new(1);
         let catch_up = {
-            let (bell, role, ingress, record, drain_one) =
-                (bell.clone(), role.clone(), ingress.clone(), record.clone(), drain_one.clone());
+            let rig = rig.clone();
             thread::spawn(move || {
                 let held = loop {
-                    if let Some(held) = role.try_acquire() {
+                    if let Some(held) = rig.role.try_acquire() {
                         break held;
                     }
                     thread::yield_now();
                 };
                 let mut got = Vec::new();
-                ingress.drain_into(&mut got, 2);
+                rig.ingress.drain_into(&mut got, 2);
                 drop(held);
-                record(got);
-                look_after_release(
-                    || !ingress.is_empty(),
-                    || combine(&role, &bell, 1, drain_one, || !ingress.is_empty()),
-                );
+                rig.record(got);
+                look_after_release(|| !rig.ingress.is_empty(), || rig.combine_one());
             })
         };
         let producer = {
-            let (bell, role, ingress) = (bell.clone(), role.clone(), ingress.clone());
+            let rig = rig.clone();
             thread::spawn(move || {
-                ingress.push(7).expect("open ingress");
-                combine(&role, &bell, 1, drain_one, || !ingress.is_empty());
+                rig.ingress.push(7).expect("open ingress");
+                rig.combine_one();
             })
         };
-        // The enqueue proxy's loop, as in `pushes_reach_the_proxy`.
-        loop {
-            if let Some(held) = role.try_acquire() {
-                let mut got = Vec::new();
-                ingress.drain_into(&mut got, 1);
-                let n = got.len();
-                drop(held);
-                record(got);
-                if n > 0 {
-                    continue;
-                }
-            }
-            if !drained.lock().unwrap().is_empty() {
-                break;
-            }
-            bell.prepare_sleep();
-            if !ingress.is_empty() && !role.is_held_now() {
-                bell.awake();
-                thread::yield_now();
-                continue;
-            }
-            if !drained.lock().unwrap().is_empty() {
-                bell.awake();
-                break;
-            }
-            parker.park(None);
-            bell.awake();
-        }
+        rig.run_proxy();
         catch_up.join().unwrap();
         producer.join().unwrap();
-        assert_eq!(*drained.lock().unwrap(), vec![7], "the command drained twice or never");
+        assert_eq!(*rig.drained.lock().unwrap(), vec![7], "the command drained twice or never");
     });
 }
 
@@ -220,85 +165,117 @@ fn a_push_during_a_catch_up_is_not_left_behind() {
 /// push to the proxy instead of combining.
 fn pushes_reach_the_proxy(streaming: [bool; 2]) {
     model(move || {
-        const TOTAL: usize = 2;
-        let parker = Parker::new();
-        let unparker = parker.unparker();
-        let bell = Arc::new(Bell::new(parker.unparker()));
-        let role = Arc::new(Role::new(parker.unparker()));
-        let ingress = Arc::new(Ingress::<u32>::new(2));
-        let drained = Arc::new(Mutex::new(Vec::new()));
-        // The last drain (by anyone) unparks the proxy so that it can stop: it
-        // happens only once every command was drained, so it cannot hide one
-        // that was left behind.
-        let record = {
-            let (drained, unparker) = (drained.clone(), unparker.clone());
-            move |got: Vec<u32>| {
-                let mut all = drained.lock().unwrap();
-                all.extend(got);
-                if all.len() == TOTAL {
-                    unparker.unpark();
-                }
-            }
-        };
-        let producers: Vec<_> = (0..TOTAL as u32)
+        let rig = EnqueueRig::new(2);
+        let producers: Vec<_> = (0..2u32)
             .map(|i| {
-                let (bell, role, ingress, record) =
-                    (bell.clone(), role.clone(), ingress.clone(), record.clone());
+                let rig = rig.clone();
                 thread::spawn(move || {
-                    ingress.push(i).expect("open ingress");
+                    rig.ingress.push(i).expect("open ingress");
                     if streaming[i as usize] {
-                        leave_to_proxy(&bell);
-                        return;
+                        leave_to_proxy(&rig.bell);
+                    } else {
+                        rig.combine_one();
                     }
-                    combine(
-                        &role,
-                        &bell,
-                        1,
-                        |held| {
-                            let mut got = Vec::new();
-                            ingress.drain_into(&mut got, 1);
-                            drop(held);
-                            record(got);
-                        },
-                        || !ingress.is_empty(),
-                    );
                 })
             })
             .collect();
-        // The enqueue proxy's loop (`enqueue::run`), draining one at a time.
-        loop {
-            if let Some(held) = role.try_acquire() {
+        rig.run_proxy();
+        for p in producers {
+            p.join().unwrap();
+        }
+        let mut all = rig.drained.lock().unwrap().clone();
+        all.sort_unstable();
+        assert_eq!(all, vec![0, 1], "a command drained twice or never");
+    });
+}
+
+/// The enqueue side of the models above: the proxy's bell and the role
+/// (both unparking main, the proxy), a two-slot ingress, and every command
+/// drained so far; `total` commands are pushed in all.
+#[derive(Clone)]
+struct EnqueueRig {
+    unparker: crate::sync::Unparker,
+    parker: Arc<Parker>,
+    bell: Arc<Bell>,
+    role: Arc<Role>,
+    ingress: Arc<Ingress<u32>>,
+    drained: Arc<Mutex<Vec<u32>>>,
+    total: usize,
+}
+
+impl EnqueueRig {
+    fn new(total: usize) -> EnqueueRig {
+        let parker = Parker::new();
+        EnqueueRig {
+            unparker: parker.unparker(),
+            bell: Arc::new(Bell::new(parker.unparker())),
+            role: Arc::new(Role::new(parker.unparker())),
+            parker: Arc::new(parker),
+            ingress: Arc::new(Ingress::new(2)),
+            drained: Arc::new(Mutex::new(Vec::new())),
+            total,
+        }
+    }
+
+    /// Records a drain. The drain that completes the total unparks the
+    /// proxy so that it can stop: it happens only once every command was
+    /// drained, so it cannot hide one that was left behind.
+    fn record(&self, got: Vec<u32>) {
+        let mut all = self.drained.lock().unwrap();
+        all.extend(got);
+        if all.len() == self.total {
+            self.unparker.unpark();
+        }
+    }
+
+    /// A client's hand-over (`combine`): one round that drains one command
+    /// at most.
+    fn combine_one(&self) {
+        combine(
+            &self.role,
+            &self.bell,
+            1,
+            |held| {
                 let mut got = Vec::new();
-                ingress.drain_into(&mut got, 1);
+                self.ingress.drain_into(&mut got, 1);
+                drop(held);
+                self.record(got);
+            },
+            || !self.ingress.is_empty(),
+        );
+    }
+
+    /// The enqueue proxy's loop (`enqueue::run`), draining one command at a
+    /// time, until every command was drained.
+    fn run_proxy(&self) {
+        let done = || self.drained.lock().unwrap().len() == self.total;
+        loop {
+            if let Some(held) = self.role.try_acquire() {
+                let mut got = Vec::new();
+                self.ingress.drain_into(&mut got, 1);
                 let n = got.len();
                 drop(held);
-                record(got);
+                self.record(got);
                 if n > 0 {
                     continue;
                 }
             }
-            if drained.lock().unwrap().len() == TOTAL {
+            if done() {
                 break;
             }
-            bell.prepare_sleep();
-            if !ingress.is_empty() && !role.is_held_now() {
-                bell.awake();
+            self.bell.prepare_sleep();
+            if !self.ingress.is_empty() && !self.role.is_held_now() {
+                self.bell.awake();
                 // A producer may be mid-write: let it finish.
                 thread::yield_now();
                 continue;
             }
-            if drained.lock().unwrap().len() == TOTAL {
-                bell.awake();
+            if done() {
+                self.bell.awake();
                 break;
             }
-            parker.park(None);
-            bell.awake();
+            self.parker.park(None);
+            self.bell.awake();
         }
-        for p in producers {
-            p.join().unwrap();
-        }
-        let mut all = drained.lock().unwrap().clone();
-        all.sort_unstable();
-        assert_eq!(all, vec![0, 1], "a command drained twice or never");
-    });
+    }
 }
