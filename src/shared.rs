@@ -74,12 +74,15 @@ pub(crate) struct Shared<T> {
     next_key: CachePadded<AtomicU64>,
     pub(crate) ingress: Ingress<Cmd<T>>,
     pub(crate) egress: Egress<T>,
-    pub(crate) timers: Mutex<Timers<T>>,
+    /// The timer index. Its lock word is written by every batch and round:
+    /// a line of its own, so that the fields every send and take reads
+    /// (`clock`, `ticks`) do not share it.
+    pub(crate) timers: CachePadded<Mutex<Timers<T>>>,
     /// The enqueue role's batch: commands drained from the ingress before the
     /// timers lock is taken, so that the lock is held for the inserts alone
     /// (the ring's slots, written on the producers' cores, are read outside
-    /// it). Only the role's holder locks it.
-    pub(crate) batch: Mutex<VecDeque<Cmd<T>>>,
+    /// it). Only the role's holder locks it; padded as `timers` is.
+    pub(crate) batch: CachePadded<Mutex<VecDeque<Cmd<T>>>>,
     pub(crate) signals: Signals,
     pub(crate) clock: Clock,
     pub(crate) ticks: Ticks,
@@ -142,8 +145,11 @@ impl<T> Shared<T> {
             metrics: Box::new(Metrics::new(&layout.name)),
             index_head: CachePadded::new(AtomicU64::new(NEVER)),
             streaming: CachePadded::new(AtomicBool::new(false)),
-            timers: Mutex::new(Timers { index: Index::new(layout.index, now), tidy: Tidy::default() }),
-            batch: Mutex::new(VecDeque::new()),
+            timers: CachePadded::new(Mutex::new(Timers {
+                index: Index::new(layout.index, now),
+                tidy: Tidy::default(),
+            })),
+            batch: CachePadded::new(Mutex::new(VecDeque::new())),
             signals: Signals {
                 consumers: Waiters::default(),
                 producers: Waiters::default(),
@@ -202,7 +208,12 @@ impl<T> Shared<T> {
     pub(crate) fn tidy_later(&self, at: Option<Instant>) {
         let want = at.map_or(0, |at| (at.saturating_duration_since(self.born).as_nanos() as u64).max(1));
         // Relaxed: a hint for the proxy's park; the force below makes it re-read.
-        if self.tidy_at.swap(want, Ordering::Relaxed) != want && want != 0 {
+        // The load first: every round and batch calls this, and a store to a
+        // line every send and take reads would make them miss it.
+        if self.tidy_at.load(Ordering::Relaxed) != want
+            && self.tidy_at.swap(want, Ordering::Relaxed) != want
+            && want != 0
+        {
             self.signals.dequeue.force();
         }
     }

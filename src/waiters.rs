@@ -284,11 +284,53 @@ pub(crate) fn block_on_until<R>(
     if let Ok(r) = attempt(false) {
         return Some(r);
     }
-    let parker = Parker::new();
-    let waker = ThreadWaker::waker(&parker);
+    with_thread_parker(|parker, waker| block_registered(waiters, clock, deadline, attempt, parker, waker))
+}
+
+/// Runs `f` with this thread's parker and its waker, made once per thread
+/// (a blocking call would otherwise allocate both: two `Arc`s, made and
+/// freed per blocked receive). A nested block — an item's `Drop`, run
+/// inside an attempt, that blocks again — finds the pair taken and makes
+/// its own, so the outer block's unpark token is never consumed by the
+/// inner one. A token left over from an earlier block only makes the next
+/// park return at once, which the loop treats as a spurious wake-up. Under
+/// loom, a fresh pair per call.
+fn with_thread_parker<R>(f: impl FnOnce(&Parker, &Waker) -> R) -> R {
+    #[cfg(not(delayq_loom))]
+    {
+        thread_local! {
+            static PAIR: std::cell::Cell<Option<(Parker, Waker)>> = const { std::cell::Cell::new(None) };
+        }
+        let (parker, waker) = PAIR.try_with(std::cell::Cell::take).ok().flatten().unwrap_or_else(|| {
+            let parker = Parker::new();
+            let waker = ThreadWaker::waker(&parker);
+            (parker, waker)
+        });
+        let r = f(&parker, &waker);
+        // Put back (a panic in `f` drops the pair instead; the next block makes one).
+        let _ = PAIR.try_with(|p| p.set(Some((parker, waker))));
+        r
+    }
+    #[cfg(delayq_loom)]
+    {
+        let parker = Parker::new();
+        let waker = ThreadWaker::waker(&parker);
+        f(&parker, &waker)
+    }
+}
+
+/// `block_on_until`'s loop, after a first attempt without registering failed.
+fn block_registered<R>(
+    waiters: &Waiters,
+    clock: &Clock,
+    deadline: Option<Instant>,
+    mut attempt: impl FnMut(bool) -> Result<R, Option<Instant>>,
+    parker: &Parker,
+    waker: &Waker,
+) -> Option<R> {
     let expired = |clock: &Clock| deadline.is_some_and(|d| clock.now() >= d);
     loop {
-        let ticket = waiters.register_thread(&waker);
+        let ticket = waiters.register_thread(waker);
         // The last attempt's answer decides how long to park.
         let again = match attempt(true) {
             Ok(r) => {
@@ -313,9 +355,9 @@ pub(crate) fn block_on_until<R>(
             (d, t) => d.or(t),
         };
         if again.is_some() {
-            clock.park_lead(&parker, until);
+            clock.park_lead(parker, until);
         } else {
-            clock.park(&parker, until);
+            clock.park(parker, until);
         }
         let notified = !waiters.unregister(ticket);
         if let Ok(r) = attempt(false) {
@@ -350,6 +392,28 @@ mod tests {
         flag.store(true, Ordering::SeqCst);
         w.notify(1);
         assert_eq!(t.join().unwrap(), Some(7));
+        assert_eq!(w.len(), 0);
+    }
+
+    #[test]
+    fn a_thread_reuses_its_parker_and_a_nested_block_gets_its_own() {
+        let outer = with_thread_parker(|_, w| w.clone());
+        let again = with_thread_parker(|_, w| w.clone());
+        assert!(again.will_wake(&outer), "one pair per thread");
+        with_thread_parker(|_, w| {
+            let nested = with_thread_parker(|_, n| n.clone());
+            assert!(!nested.will_wake(w), "a nested block must not share the outer one's token");
+        });
+        // A token left by a late notifier only makes the next park spurious.
+        outer.wake_by_ref();
+        let w = Waiters::default();
+        let r: Option<()> = block_on(
+            &w,
+            &Clock::default(),
+            Some(Instant::now() + std::time::Duration::from_millis(20)),
+            || None,
+        );
+        assert_eq!(r, None);
         assert_eq!(w.len(), 0);
     }
 
