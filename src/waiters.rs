@@ -296,16 +296,17 @@ pub(crate) fn block_on_until<R>(
 /// park return at once, which the loop treats as a spurious wake-up. Under
 /// loom, a fresh pair per call.
 fn with_thread_parker<R>(f: impl FnOnce(&Parker, &Waker) -> R) -> R {
+    let fresh = || {
+        let parker = Parker::new();
+        let waker = ThreadWaker::waker(&parker);
+        (parker, waker)
+    };
     #[cfg(not(delayq_loom))]
     {
         thread_local! {
             static PAIR: std::cell::Cell<Option<(Parker, Waker)>> = const { std::cell::Cell::new(None) };
         }
-        let (parker, waker) = PAIR.try_with(std::cell::Cell::take).ok().flatten().unwrap_or_else(|| {
-            let parker = Parker::new();
-            let waker = ThreadWaker::waker(&parker);
-            (parker, waker)
-        });
+        let (parker, waker) = PAIR.try_with(std::cell::Cell::take).ok().flatten().unwrap_or_else(fresh);
         let r = f(&parker, &waker);
         // Put back (a panic in `f` drops the pair instead; the next block makes one).
         let _ = PAIR.try_with(|p| p.set(Some((parker, waker))));
@@ -313,8 +314,7 @@ fn with_thread_parker<R>(f: impl FnOnce(&Parker, &Waker) -> R) -> R {
     }
     #[cfg(delayq_loom)]
     {
-        let parker = Parker::new();
-        let waker = ThreadWaker::waker(&parker);
+        let (parker, waker) = fresh();
         f(&parker, &waker)
     }
 }
@@ -404,16 +404,15 @@ mod tests {
             let nested = with_thread_parker(|_, n| n.clone());
             assert!(!nested.will_wake(w), "a nested block must not share the outer one's token");
         });
-        // A token left by a late notifier only makes the next park spurious.
+        // A token left by a late notifier only makes the next park spurious:
+        // the block still lasts until its deadline.
         outer.wake_by_ref();
         let w = Waiters::default();
-        let r: Option<()> = block_on(
-            &w,
-            &Clock::default(),
-            Some(Instant::now() + std::time::Duration::from_millis(20)),
-            || None,
-        );
+        let start = Instant::now();
+        let deadline = start + std::time::Duration::from_millis(20);
+        let r: Option<()> = block_on(&w, &Clock::default(), Some(deadline), || None);
         assert_eq!(r, None);
+        assert!(Instant::now() >= deadline, "a stale token ended the block early");
         assert_eq!(w.len(), 0);
     }
 
