@@ -19,7 +19,9 @@
 //!
 //! **Under load the proxy streams** (`Shared::streaming`): a client batch of
 //! [`STREAM_AT`] commands or more means commands arrive faster than the
-//! producers apply them, and from then on a push rings the proxy and leaves
+//! producers apply them, and a window of the role's pace applied at about a
+//! command per microsecond or faster (`pace.rs`) means a producer sends flat
+//! out even if it is alone; from then on a push rings the proxy and leaves
 //! (`role::leave_to_proxy`); the proxy applies batches until
 //! [`STREAM_BACK`] of them in a row hold fewer than [`STREAM_SMALL`]
 //! commands, then hands the role back. Near saturation this saves the
@@ -102,6 +104,8 @@ impl<T> Done<T> {
 pub(crate) struct Owed<T> {
     /// Commands drained from the ring (producers waiting for its room).
     freed: usize,
+    /// The batch completed a fast window of the role's pace (`pace.rs`).
+    fast: bool,
     /// Items that left `len` (cancelled, taken).
     released: usize,
     /// The earliest deadline the batch inserted (a new head to signal).
@@ -228,7 +232,7 @@ pub(crate) fn hand_over<T>(shared: &Shared<T>) {
         |held| {
             let owed = apply(shared, CLIENT_BATCH);
             drop(held);
-            if owed.commands() >= STREAM_AT {
+            if owed.commands() >= STREAM_AT || owed.fast {
                 // Relaxed: a hint (`Shared::streaming`).
                 shared.streaming.store(true, Ordering::Relaxed);
             }
@@ -259,6 +263,7 @@ pub(crate) fn help_full_ring<T>(s: &Shared<T>) {
 pub(crate) fn apply<T>(s: &Shared<T>, max: usize) -> Owed<T> {
     let mut owed = Owed {
         freed: 0,
+        fast: false,
         released: 0,
         earliest: None,
         applied: Applied::default(),
@@ -266,20 +271,23 @@ pub(crate) fn apply<T>(s: &Shared<T>, max: usize) -> Owed<T> {
         discarded: Vec::new(),
         tidy: None,
     };
-    let mut batch = lock(&s.batch);
-    owed.freed = s.ingress.drain_with(max, |cmd| batch.push_back(cmd));
-    let mut guard = lock(&s.timers);
-    let t = &mut *guard;
+    let mut guard = lock(&s.batch);
+    let batch = &mut *guard;
+    owed.freed = s.ingress.drain_with(max, |cmd| batch.cmds.push_back(cmd));
+    // A mock clock's pace says nothing about the load.
+    owed.fast = !s.clock.is_mock() && batch.pace.applied(owed.freed, || s.now_ticks());
+    let mut timers = lock(&s.timers);
+    let t = &mut *timers;
     // One at a time off the front: a command that unwinds leaves the rest
     // here, in order, for the next holder.
-    while let Some(cmd) = batch.pop_front() {
+    while let Some(cmd) = batch.cmds.pop_front() {
         apply_one(s, t, cmd, &mut owed);
     }
-    if batch.capacity() > BATCH_ROOM {
+    if batch.cmds.capacity() > BATCH_ROOM {
         // A spill's burst: its memory goes with it.
-        batch.shrink_to(BATCH_ROOM);
+        batch.cmds.shrink_to(BATCH_ROOM);
     }
-    drop(batch);
+    drop(guard);
     if let Some(e) = owed.earliest {
         // SeqCst: read by consumers that found the egress empty, and the
         // first half of the new-head hand-off (`lead.rs`).

@@ -172,6 +172,7 @@ mod key;
 mod lead;
 mod metrics;
 mod oneshot;
+mod pace;
 mod receiver;
 #[cfg(feature = "async")]
 mod recv_future;

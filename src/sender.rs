@@ -635,4 +635,42 @@ mod tests {
         got.sort_unstable();
         assert_eq!(got, (0..sent).collect::<Vec<_>>());
     }
+
+    #[test]
+    fn a_lone_producer_at_a_fast_pace_hands_the_enqueue_role_to_its_proxy() {
+        use crate::pace::{WINDOW, WINDOW_NS};
+        use crate::sync::lock;
+        use std::sync::atomic::Ordering;
+        let (tx, rx) = crate::unbounded::<u32>();
+        let s = tx.shared();
+        let later = Instant::now() + Duration::from_secs(3600);
+        // A window that began long ago ends slow: the producer applies its
+        // command itself and keeps the role.
+        lock(&s.batch).pace.prime(WINDOW - 1, s.now_ticks() - 2 * WINDOW_NS);
+        tx.send_at(0, later).unwrap();
+        assert!(!s.streaming.load(Ordering::Relaxed), "a slow window handed the role over");
+        assert!(s.ingress.is_empty(), "the producer left its command in the ingress");
+        // One that began just now ends fast (unless this thread was off its
+        // CPU for the whole window: then the try does not count).
+        let mut sent = 1;
+        loop {
+            let began = Instant::now();
+            lock(&s.batch).pace.prime(WINDOW - 1, s.now_ticks());
+            tx.send_at(sent, later).unwrap();
+            sent += 1;
+            if began.elapsed() < Duration::from_nanos(WINDOW_NS) {
+                break;
+            }
+            assert!(sent < 100, "no send ended its window in time");
+        }
+        assert!(s.streaming.load(Ordering::Relaxed), "a fast window did not hand the role over");
+        // Nothing lost on the way: every send is pending.
+        let patience = Instant::now() + Duration::from_secs(30);
+        while !s.ingress.is_empty() {
+            assert!(Instant::now() < patience, "the streaming proxy left a send in the ingress");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(tx.len(), sent as usize);
+        drop(rx);
+    }
 }

@@ -22,6 +22,7 @@ use crate::index::{Index, Kind};
 use crate::ingress::Ingress;
 use crate::lead::Lead;
 use crate::metrics::{Metrics, Sample};
+use crate::pace::Pace;
 use crate::role::Role;
 use crate::sync::{AtomicBool, AtomicU64, IdCounter, Mutex, Ordering, Unparker};
 use crate::tidy::Tidy;
@@ -30,6 +31,14 @@ use crate::wakeup::Bell;
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 use std::time::Instant;
+
+/// What the batch lock protects (`Shared::batch`).
+pub(crate) struct Batch<T> {
+    /// Commands drained from the ingress, waiting for the timers lock.
+    pub(crate) cmds: VecDeque<Cmd<T>>,
+    /// How fast the role applies commands (`pace.rs`).
+    pub(crate) pace: Pace,
+}
 
 /// What the timers lock protects: the index, and the rule that gives its
 /// memory back after a burst (`tidy.rs`).
@@ -82,7 +91,7 @@ pub(crate) struct Shared<T> {
     /// timers lock is taken, so that the lock is held for the inserts alone
     /// (the ring's slots, written on the producers' cores, are read outside
     /// it). Only the role's holder locks it; padded as `timers` is.
-    pub(crate) batch: CachePadded<Mutex<VecDeque<Cmd<T>>>>,
+    pub(crate) batch: CachePadded<Mutex<Batch<T>>>,
     pub(crate) signals: Signals,
     pub(crate) clock: Clock,
     pub(crate) ticks: Ticks,
@@ -103,10 +112,11 @@ pub(crate) struct Shared<T> {
     pub(crate) index_head: CachePadded<AtomicU64>,
     /// The enqueue proxy streams: it performs the enqueue role for every
     /// push, and a send only pushes and rings it (`enqueue.rs`, "Under
-    /// load"). Set by a client's batch of `STREAM_AT` commands or more,
-    /// cleared by the proxy after `STREAM_BACK` small batches in a row; a
-    /// hint only (either way a push is handed over). Read by every send,
-    /// written rarely: its own cache line.
+    /// load"). Set by a client's batch of `STREAM_AT` commands or more, or
+    /// by a fast window of the role's pace (`pace.rs`); cleared by the proxy
+    /// after `STREAM_BACK` small batches in a row; a hint only (either way a
+    /// push is handed over). Read by every send, written rarely: its own
+    /// cache line.
     pub(crate) streaming: CachePadded<AtomicBool>,
     /// What it reports through the `metrics` facade (`metrics.rs`); boxed,
     /// so that the handles do not move the hot fields around them.
@@ -149,7 +159,7 @@ impl<T> Shared<T> {
                 index: Index::new(layout.index, now),
                 tidy: Tidy::default(),
             })),
-            batch: CachePadded::new(Mutex::new(VecDeque::new())),
+            batch: CachePadded::new(Mutex::new(Batch { cmds: VecDeque::new(), pace: Pace::default() })),
             signals: Signals {
                 consumers: Waiters::default(),
                 producers: Waiters::default(),
