@@ -19,9 +19,9 @@
 //!
 //! **Under load the proxy streams** (`Shared::streaming`): a client batch of
 //! [`STREAM_AT`] commands or more means commands arrive faster than the
-//! producers apply them, and a window of the role's pace applied at about a
-//! command per microsecond or faster (`pace.rs`) means a producer sends flat
-//! out even if it is alone; from then on a push rings the proxy and leaves
+//! producers apply them, and a window of 256 single-command batches applied
+//! at a command per microsecond or faster (`pace.rs`) means a lone producer
+//! sends flat out; from then on a push rings the proxy and leaves
 //! (`role::leave_to_proxy`); the proxy applies batches until
 //! [`STREAM_BACK`] of them in a row hold fewer than [`STREAM_SMALL`]
 //! commands, then hands the role back. Near saturation this saves the
