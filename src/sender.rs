@@ -591,7 +591,7 @@ mod tests {
 
     #[test]
     fn a_long_batch_hands_the_enqueue_role_to_its_proxy_and_small_ones_hand_it_back() {
-        use std::sync::atomic::Ordering;
+        use crate::enqueue::Stream;
         let (tx, rx) = crate::unbounded::<u32>();
         let s = tx.shared();
         let now = Instant::now();
@@ -605,21 +605,20 @@ mod tests {
         drop(held);
         // The holder's look after its release performs one batch of them all.
         crate::enqueue::look_after_release(s);
-        assert!(
-            s.streaming.load(Ordering::Relaxed),
-            "a batch of {first} commands did not hand the role over"
-        );
+        assert_eq!(Stream::of(s), Stream::Burst, "a batch of {first} commands did not hand the role over");
         assert!(s.ingress.is_empty());
-        // Now each send is left to the proxy; one at a time, each is a small
-        // batch of its own (or shares one with the next), until enough small
-        // batches in a row hand the role back.
+        // Now each send made while the proxy is awake (rung just before it)
+        // is left to the proxy; one at a time, each is a small batch of its
+        // own (or shares one with the next), until enough small batches in a
+        // row hand the role back.
         let mut sent = first;
         let patience = Instant::now() + Duration::from_secs(30);
-        while s.streaming.load(Ordering::Relaxed) {
+        while Stream::of(s) != Stream::Off {
             assert!(
-                sent < first + 200 && Instant::now() < patience,
+                sent < first + 1000 && Instant::now() < patience,
                 "small batches never handed the role back"
             );
+            s.signals.enqueue.ring();
             tx.send_at(sent, now).unwrap();
             sent += 1;
             while !s.ingress.is_empty() {
@@ -637,10 +636,40 @@ mod tests {
     }
 
     #[test]
+    fn a_push_performs_the_role_itself_while_a_bursts_proxy_is_parked() {
+        use crate::enqueue::Stream;
+        let (tx, rx) = crate::unbounded::<u32>();
+        let s = tx.shared();
+        let later = Instant::now() + Duration::from_secs(3600);
+        let first = crate::enqueue::STREAM_AT as u32;
+        let held = s.roles.enqueue.try_acquire().expect("an idle queue's role is free");
+        for i in 0..first {
+            tx.send_at(i, later).unwrap();
+        }
+        drop(held);
+        crate::enqueue::look_after_release(s);
+        assert_eq!(Stream::of(s), Stream::Burst);
+        // An idle proxy parks (its bell says so before it does).
+        let patience = Instant::now() + Duration::from_secs(30);
+        while !s.signals.enqueue.is_sleeping() {
+            assert!(Instant::now() < patience, "the idle enqueue proxy never parked");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The send applies its command itself: the ingress is empty when it
+        // returns, and the proxy was not rung (a ring clears the flag).
+        tx.send_at(first, later).unwrap();
+        assert!(s.ingress.is_empty(), "the send left its command to a parked proxy");
+        assert!(s.signals.enqueue.is_sleeping(), "the send rang the parked proxy");
+        assert_eq!(Stream::of(s), Stream::Burst, "a lone command is not a fast window");
+        assert_eq!(tx.len(), first as usize + 1);
+        drop(rx);
+    }
+
+    #[test]
     fn a_lone_producer_at_a_fast_pace_hands_the_enqueue_role_to_its_proxy() {
+        use crate::enqueue::Stream;
         use crate::pace::{WINDOW, WINDOW_NS};
         use crate::sync::lock;
-        use std::sync::atomic::Ordering;
         let (tx, rx) = crate::unbounded::<u32>();
         let s = tx.shared();
         let later = Instant::now() + Duration::from_secs(3600);
@@ -648,7 +677,7 @@ mod tests {
         // command itself and keeps the role.
         lock(&s.batch).pace.prime(WINDOW - 1, s.now_ticks() - 2 * WINDOW_NS);
         tx.send_at(0, later).unwrap();
-        assert!(!s.streaming.load(Ordering::Relaxed), "a slow window handed the role over");
+        assert_eq!(Stream::of(s), Stream::Off, "a slow window handed the role over");
         assert!(s.ingress.is_empty(), "the producer left its command in the ingress");
         // One that began just now ends fast (unless this thread was off its
         // CPU for the whole window: then the try does not count).
@@ -663,7 +692,7 @@ mod tests {
             }
             assert!(sent < 100, "no send ended its window in time");
         }
-        assert!(s.streaming.load(Ordering::Relaxed), "a fast window did not hand the role over");
+        assert_eq!(Stream::of(s), Stream::Lone, "a fast window did not hand the role over");
         // Nothing lost on the way: every send is pending.
         let patience = Instant::now() + Duration::from_secs(30);
         while !s.ingress.is_empty() {

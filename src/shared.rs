@@ -24,7 +24,7 @@ use crate::lead::Lead;
 use crate::metrics::{Metrics, Sample};
 use crate::pace::Pace;
 use crate::role::Role;
-use crate::sync::{AtomicBool, AtomicU64, IdCounter, Mutex, Ordering, Unparker};
+use crate::sync::{AtomicU64, AtomicUsize, IdCounter, Mutex, Ordering, Unparker};
 use crate::tidy::Tidy;
 use crate::waiters::Waiters;
 use crate::wakeup::Bell;
@@ -110,14 +110,15 @@ pub(crate) struct Shared<T> {
     /// that found the egress empty. Its own cache line: consumers read it
     /// while the roles write it.
     pub(crate) index_head: CachePadded<AtomicU64>,
-    /// The enqueue proxy streams: it performs the enqueue role for every
-    /// push, and a send only pushes and rings it (`enqueue.rs`, "Under
-    /// load"). Set by a client's batch of `STREAM_AT` commands or more, or
-    /// by a fast window of the role's pace (`pace.rs`); cleared by the proxy
-    /// after `STREAM_BACK` small batches in a row; a hint only (either way a
-    /// push is handed over). Read by every send, written rarely: its own
-    /// cache line.
-    pub(crate) streaming: CachePadded<AtomicBool>,
+    /// Whether, and why, the enqueue proxy streams (`enqueue::Stream`): it
+    /// performs the enqueue role for the pushes, and a send only pushes and
+    /// rings it (`enqueue.rs`, "Under load"). Set by a client's batch of
+    /// `STREAM_AT` commands or more (`BURST`), or by a fast window of the
+    /// role's pace (`LONE`, `pace.rs`); cleared by the proxy after
+    /// `STREAM_BACK` small batches in a row; a hint only (either way a push
+    /// is handed over). Read by every send, written rarely: its own cache
+    /// line.
+    pub(crate) streaming: CachePadded<AtomicUsize>,
     /// What it reports through the `metrics` facade (`metrics.rs`); boxed,
     /// so that the handles do not move the hot fields around them.
     pub(crate) metrics: Box<Metrics>,
@@ -154,7 +155,7 @@ impl<T> Shared<T> {
             helping: layout.helping,
             metrics: Box::new(Metrics::new(&layout.name)),
             index_head: CachePadded::new(AtomicU64::new(NEVER)),
-            streaming: CachePadded::new(AtomicBool::new(false)),
+            streaming: CachePadded::new(AtomicUsize::new(crate::enqueue::Stream::Off as usize)),
             timers: CachePadded::new(Mutex::new(Timers {
                 index: Index::new(layout.index, now),
                 tidy: Tidy::default(),

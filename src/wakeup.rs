@@ -64,6 +64,13 @@ impl Bell {
         }
     }
 
+    /// Whether the sleeper has announced that it parks (or is parked): a hint
+    /// for a waker choosing between two paths that both hand its work over
+    /// (`enqueue::hand_over`).
+    pub(crate) fn is_sleeping(&self) -> bool {
+        self.sleeping.load(Ordering::Relaxed)
+    }
+
     /// Unparks the sleeper whatever its state (mechanism 3).
     pub(crate) fn force(&self) {
         self.unparker.unpark();

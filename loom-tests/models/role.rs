@@ -10,7 +10,10 @@
 //!   park). Planted bug `delayq_bug_help_no_ring`: the performer does not ring
 //!   for what its bounded drain left. Again with one producer finding the
 //!   proxy streaming: it rings the proxy and leaves. Planted bug
-//!   `delayq_bug_stream_no_ring`: it leaves without the ring.
+//!   `delayq_bug_stream_no_ring`: it leaves without the ring. (In a burst's
+//!   stream a push that finds the proxy parked combines instead,
+//!   `enqueue::hand_over`: a relaxed hint choosing between these two paths,
+//!   so any mix of them is one of the cases modelled.)
 //! - A consumer that finds the dequeue role held while an item is due, and
 //!   asks to be woken, is woken by the release. Planted bug
 //!   `delayq_bug_role_no_wake`: the release forgets it.
