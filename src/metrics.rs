@@ -18,7 +18,7 @@
 //!   when the gauges are sampled;
 //! - **lateness** (receive time − deadline): by the receiving thread, one clock
 //!   reading and one histogram record per item, and only when a recorder is
-//!   installed ([`recording`]);
+//!   installed (`Metrics::recording`);
 //! - **send errors** and **admission pauses**: on those (slow) paths only.
 //!
 //! Every metric carries the label `queue`, the [`Builder::name`]

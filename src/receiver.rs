@@ -294,8 +294,8 @@ impl<T> Receiver<T> {
         Ok(all)
     }
 
-    /// The queue's internals (the async front-end; the loom models).
-    #[cfg_attr(not(any(feature = "async", all(test, delayq_loom))), allow(dead_code))]
+    /// The queue's internals (the async front-end).
+    #[cfg_attr(not(feature = "async"), allow(dead_code))]
     pub(crate) fn shared(&self) -> &Shared<T> {
         &self.chan.shared
     }

@@ -44,7 +44,7 @@ impl NodeHeap {
     }
 
     /// Nodes the buffer has room for.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg_attr(not(all(test, not(delayq_loom))), allow(dead_code))]
     pub(crate) fn capacity(&self) -> usize {
         self.nodes.capacity()
     }
@@ -181,7 +181,7 @@ impl<T> HeapIndex<T> {
     }
 
     /// Entries and nodes the buffers have room for.
-    #[cfg(test)]
+    #[cfg(all(test, not(delayq_loom)))]
     pub(crate) fn room(&self) -> usize {
         self.heap.capacity() + self.entries.room()
     }

@@ -196,7 +196,7 @@ impl<E> Slots<E> {
     }
 
     /// Entries the table's buffers have room for: its pages, live and spare.
-    #[cfg(test)]
+    #[cfg(all(test, not(delayq_loom)))]
     pub(crate) fn room(&self) -> usize {
         (self.pages.iter().filter(|p| p.is_some()).count() + self.spares.len()) * PAGE + self.stragglers.len()
     }

@@ -177,7 +177,7 @@ impl<T> WheelIndex<T> {
     }
 
     /// Entries and nodes the buffers have room for.
-    #[cfg(test)]
+    #[cfg(all(test, not(delayq_loom)))]
     pub(crate) fn room(&self) -> usize {
         let nodes: usize = self.slots.iter().map(Vec::capacity).sum();
         nodes + self.ready.capacity() + self.never.capacity() + self.scratch.capacity() + self.entries.room()
