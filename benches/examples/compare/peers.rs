@@ -18,11 +18,13 @@
 //!   parking_lot locks.
 //! - `tokio-dq`: tokio-util's `DelayQueue` owned by one task on a current-thread
 //!   runtime, fed by a tokio unbounded mpsc, forwarding expired items to the
-//!   consumer threads over a crossbeam channel.
+//!   consumer threads over a crossbeam channel (lateness measured where the
+//!   task got the item: the hop is subtracted, `unstamp`).
 //! - `delayq-async`: unbounded `delayq` with tokio tasks as its consumers: one
 //!   task per consumer on a current-thread runtime awaits `recv_async` and
 //!   forwards each item to the consumer threads over a crossbeam channel — the
-//!   same shape as `tokio-dq`, so the two compare the async front-ends.
+//!   same shape as `tokio-dq`, so the two compare the async front-ends (the
+//!   hop subtracted from the lateness, as for `tokio-dq`).
 //! - `skiplist`: crossbeam-skiplist `SkipMap<(Instant, id), Item>` polled by the
 //!   consumers (spin a little, then `yield_now`).
 //! - `channel`: crossbeam-channel `bounded(1024)` with NO delay semantics: the
@@ -312,9 +314,26 @@ fn heap_plumbing<Q: HeapLike>(q: Arc<Q>, p: usize, c: usize) -> Plumbing {
     }
 }
 
+/// An item forwarded by an async row's task to the consumer threads, with
+/// when the task got it.
+type Stamped = (Item, Instant);
+
+fn stamp(it: Item) -> Stamped {
+    (it, Instant::now())
+}
+
+/// The hop from the task to a consumer thread is the harness's, not the
+/// front-end's: the deadline moves later by the hop, so the lateness the
+/// consumer records (its receive time − deadline) is the task's, and an item
+/// the task got early still counts as early. (CPU per item still includes the
+/// hop.)
+fn unstamp((it, got): Stamped) -> Item {
+    Item { deadline: it.deadline + got.elapsed(), id: it.id }
+}
+
 fn delayq_async_plumbing(p: usize, c: usize) -> Plumbing {
     let (tx, rx) = delayq::unbounded::<Item>();
-    let (fwd, out) = crossbeam_channel::unbounded::<Item>();
+    let (fwd, out) = crossbeam_channel::unbounded::<Stamped>();
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
     let driver = std::thread::Builder::new()
         .name("delayq-async".into())
@@ -326,7 +345,7 @@ fn delayq_async_plumbing(p: usize, c: usize) -> Plumbing {
                         let (rx, fwd) = (rx.clone(), fwd.clone());
                         tokio::spawn(async move {
                             while let Ok(it) = rx.recv_async().await {
-                                let _ = fwd.send(it);
+                                let _ = fwd.send(stamp(it));
                             }
                         })
                     })
@@ -351,7 +370,7 @@ fn delayq_async_plumbing(p: usize, c: usize) -> Plumbing {
     let receivers = (0..c)
         .map(|_| {
             let out = out.clone();
-            Box::new(move || out.recv().ok()) as RecvFn
+            Box::new(move || out.recv().ok().map(unstamp)) as RecvFn
         })
         .collect();
     drop(out);
@@ -372,7 +391,7 @@ fn tokio_plumbing(p: usize, c: usize) -> Plumbing {
     use tokio_util::time::DelayQueue;
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Item>();
-    let (fwd, out) = crossbeam_channel::unbounded::<Item>();
+    let (fwd, out) = crossbeam_channel::unbounded::<Stamped>();
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
     let driver = std::thread::Builder::new()
         .name("tokio-dq".into())
@@ -398,7 +417,7 @@ fn tokio_plumbing(p: usize, c: usize) -> Plumbing {
                     loop {
                         match dq.poll_expired(cx) {
                             Poll::Ready(Some(e)) => {
-                                let _ = fwd.send(e.into_inner());
+                                let _ = fwd.send(stamp(e.into_inner()));
                             }
                             Poll::Ready(None) if !input_open => return Poll::Ready(()),
                             Poll::Ready(None) | Poll::Pending => return Poll::Pending,
@@ -423,7 +442,7 @@ fn tokio_plumbing(p: usize, c: usize) -> Plumbing {
     let receivers = (0..c)
         .map(|_| {
             let out = out.clone();
-            Box::new(move || out.recv().ok()) as RecvFn
+            Box::new(move || out.recv().ok().map(unstamp)) as RecvFn
         })
         .collect();
     drop(out);
