@@ -1,17 +1,19 @@
 //! The timer index the two proxies share: which backend, and what they have in
 //! common.
 //!
-//! Both backends store items in a key-indexed table ([`Slots`](slots::Slots)) and order
-//! 16-byte [`Node`](node::Node)s `(deadline, key)`. A node is live while the table holds an
-//! entry for its key with the same deadline; `cancel` removes the entry and
-//! `reschedule` changes its deadline and adds a node, so stale nodes become
-//! tombstones that the backends skip and sweep. Equal deadlines leave in key order.
+//! Both backends store items in a key-indexed table ([`Slots`](slots::Slots))
+//! and order 16-byte [`Node`](node::Node)s `(deadline, key)`. A node is live
+//! while the table holds an entry for its key with the same deadline; `cancel`
+//! removes the entry and `reschedule` changes its deadline and adds a node, so
+//! stale nodes become tombstones that the backends skip and sweep. Equal
+//! deadlines leave in key order.
 //!
-//! Files: `node.rs` (the [`Node`](node::Node)s and [`Entry`](node::Entry)s every backend shares, a leaf),
-//! `slots.rs` (the key → entry table), and one file per backend behind the
-//! [`Index`] enum: `heap.rs` ([`HeapIndex`], a 4-ary heap) and `wheel.rs`
-//! ([`WheelIndex`], a hierarchical timing wheel with exact order, the default;
-//! see `wheel.rs` for why). This file only dispatches.
+//! Files: `node.rs` (the [`Node`](node::Node)s and [`Entry`](node::Entry)s
+//! every backend shares, a leaf), `slots.rs` (the key → entry table), and one
+//! file per backend behind the [`Index`] enum: `heap.rs` ([`HeapIndex`], a
+//! 4-ary heap) and `wheel.rs` ([`WheelIndex`], a hierarchical timing wheel
+//! with exact order, the default; see `wheel.rs` for why). This file only
+//! dispatches.
 
 mod heap;
 mod node;
