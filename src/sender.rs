@@ -601,7 +601,17 @@ mod tests {
         // A batch's worth of sends while the role is held: each finds it held
         // and leaves its command to the holder.
         let first = crate::enqueue::STREAM_AT as u32 + 8;
-        let held = s.roles.enqueue.try_acquire().expect("an idle queue's role is free");
+        let patience = Instant::now() + Duration::from_secs(30);
+        // The proxy holds the role for a moment now and then (its first
+        // round, an empty round after a ring): wait for it.
+        let hold = || loop {
+            if let Some(held) = s.roles.enqueue.try_acquire() {
+                break held;
+            }
+            assert!(Instant::now() < patience, "the proxy kept the enqueue role");
+            std::thread::yield_now();
+        };
+        let held = hold();
         for i in 0..first {
             tx.send_at(i, now).unwrap();
         }
@@ -610,20 +620,26 @@ mod tests {
         crate::enqueue::look_after_release(s);
         assert_eq!(Stream::of(s), Stream::Burst, "a batch of {first} commands did not hand the role over");
         assert!(s.ingress.is_empty());
-        // Now each send made while the proxy is awake (rung just before it)
-        // is left to the proxy; one at a time, each is a small batch of its
-        // own (or shares one with the next), until enough small batches in a
-        // row hand the role back.
+        // Now each send is left to the proxy, one at a time: made while the
+        // test holds the role (so neither the send nor a proxy that woke for
+        // nothing applies it, whatever the proxy's state), then the release
+        // and a ring, the handshake a left-behind push relies on. Each is a
+        // small batch of its own, until enough in a row hand the role back.
+        // (Ringing before an unheld send raced: on a loaded machine the proxy
+        // woke, found nothing and parked again, and the send, seeing it
+        // parked, performed the role itself; seen in CI.)
         let mut sent = first;
-        let patience = Instant::now() + Duration::from_secs(30);
         while Stream::of(s) != Stream::Off {
             assert!(
-                sent < first + 1000 && Instant::now() < patience,
+                sent < first + 2 * crate::enqueue::STREAM_BACK && Instant::now() < patience,
                 "small batches never handed the role back"
             );
-            s.signals.enqueue.ring();
+            let held = hold();
             tx.send_at(sent, now).unwrap();
             sent += 1;
+            assert!(!s.ingress.is_empty(), "the send performed a held role");
+            drop(held);
+            s.signals.enqueue.ring();
             while !s.ingress.is_empty() {
                 assert!(Instant::now() < patience, "the streaming proxy left a send in the ingress");
                 std::thread::sleep(Duration::from_millis(1));
@@ -645,7 +661,17 @@ mod tests {
         let s = tx.shared();
         let later = Instant::now() + Duration::from_secs(3600);
         let first = crate::enqueue::STREAM_AT as u32;
-        let held = s.roles.enqueue.try_acquire().expect("an idle queue's role is free");
+        let patience = Instant::now() + Duration::from_secs(30);
+        // The proxy holds the role for a moment now and then (its first
+        // round, an empty round after a ring): wait for it.
+        let hold = || loop {
+            if let Some(held) = s.roles.enqueue.try_acquire() {
+                break held;
+            }
+            assert!(Instant::now() < patience, "the proxy kept the enqueue role");
+            std::thread::yield_now();
+        };
+        let held = hold();
         for i in 0..first {
             tx.send_at(i, later).unwrap();
         }
@@ -676,6 +702,13 @@ mod tests {
         let (tx, rx) = crate::unbounded::<u32>();
         let s = tx.shared();
         let later = Instant::now() + Duration::from_secs(3600);
+        // Let the proxy's first round pass: a send that found the role held
+        // by it would leave its command in the ingress for a moment.
+        let patience = Instant::now() + Duration::from_secs(30);
+        while !s.signals.enqueue.is_sleeping() {
+            assert!(Instant::now() < patience, "the idle enqueue proxy never parked");
+            std::thread::sleep(Duration::from_millis(1));
+        }
         // A window that began long ago ends slow: the producer applies its
         // command itself and keeps the role.
         lock(&s.batch).pace.prime(WINDOW - 1, s.now_ticks() - 2 * WINDOW_NS);
@@ -697,7 +730,6 @@ mod tests {
         }
         assert_eq!(Stream::of(s), Stream::Lone, "a fast window did not hand the role over");
         // Nothing lost on the way: every send is pending.
-        let patience = Instant::now() + Duration::from_secs(30);
         while !s.ingress.is_empty() {
             assert!(Instant::now() < patience, "the streaming proxy left a send in the ingress");
             std::thread::sleep(Duration::from_millis(1));
