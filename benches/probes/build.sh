@@ -1,0 +1,34 @@
+#!/bin/sh
+# Builds the comparison harness with one probe patch applied to a scratch copy
+# of this tree (the tree itself is left alone), and copies the binary to OUT.
+#
+#   benches/probes/build.sh lag /tmp/compare-lag
+#   PROBE_LAG=1 /tmp/compare-lag --child delayq 16 2000000 1000000 1000000
+#
+#   benches/probes/build.sh knobs /tmp/compare-knobs
+#   printf '#!/bin/sh\nPROBE_SLACK_NS=50000 exec /tmp/compare-knobs "$@"\n' > /tmp/s50
+#   chmod +x /tmp/s50
+#   python3 benches/ab.py 5 base=/tmp/compare-knobs s50=/tmp/s50 -- "delayq 1 300000 1000000 100000"
+#
+# Patches (each one `git diff` against the commit that added it; docs/bench/README.md,
+# eighteenth round, says what each measured):
+#   lag    where an item's lateness forms: log2 histograms of send-to-apply,
+#          insert-late, moved-lag and taken-lag, printed to stderr when the queue
+#          drops if PROBE_LAG is set
+#   knobs  constants read once from the environment: PROBE_SLACK_NS (the
+#          leader's timer slack), PROBE_STREAM_AT, PROBE_CLIENT_BATCH,
+#          PROBE_NO_LONE, PROBE_HELP_DEPTH (a burst's push combines past this
+#          ingress depth), PROBE_INDEX (`heap` or `wheel`, the harness's delayq)
+set -eu
+[ $# -eq 2 ] || { echo "usage: $0 lag|knobs OUT" >&2; exit 2; }
+root=$(cd "$(dirname "$0")/../.." && pwd)
+patch="$root/benches/probes/$1.patch"
+[ -f "$patch" ] || { echo "no such probe: $patch" >&2; exit 2; }
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+(cd "$root" && tar --exclude=./target --exclude=./.git --exclude=./fuzz/target -cf - .) | (cd "$scratch" && tar -xf -)
+(cd "$scratch" && git init -q && git apply "$patch")
+CARGO_TARGET_DIR="$root/target/probe-$1" cargo build --release -q -p delayq-bench --example compare \
+    --manifest-path "$scratch/Cargo.toml"
+cp "$root/target/probe-$1/release/examples/compare" "$2"
+echo "built $2 with benches/probes/$1.patch"
