@@ -572,6 +572,20 @@ mod tests {
     use crate::admission::Reason;
     use std::time::{Duration, Instant};
 
+    /// Takes the enqueue role as a client would, waiting out the proxy, which
+    /// holds it for a moment now and then (its first round, an empty round
+    /// after a ring).
+    fn hold_enqueue_role<T>(s: &crate::shared::Shared<T>) -> crate::role::Held<'_> {
+        let patience = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(held) = s.roles.enqueue.try_acquire() {
+                return held;
+            }
+            assert!(Instant::now() < patience, "the proxy kept the enqueue role");
+            std::thread::yield_now();
+        }
+    }
+
     #[test]
     fn a_paused_send_has_already_handed_its_item_over() {
         // The gate held shut by a reason no proxy clears, and a minute's
@@ -601,17 +615,7 @@ mod tests {
         // A batch's worth of sends while the role is held: each finds it held
         // and leaves its command to the holder.
         let first = crate::enqueue::STREAM_AT as u32 + 8;
-        let patience = Instant::now() + Duration::from_secs(30);
-        // The proxy holds the role for a moment now and then (its first
-        // round, an empty round after a ring): wait for it.
-        let hold = || loop {
-            if let Some(held) = s.roles.enqueue.try_acquire() {
-                break held;
-            }
-            assert!(Instant::now() < patience, "the proxy kept the enqueue role");
-            std::thread::yield_now();
-        };
-        let held = hold();
+        let held = hold_enqueue_role(s);
         for i in 0..first {
             tx.send_at(i, now).unwrap();
         }
@@ -628,13 +632,14 @@ mod tests {
         // (Ringing before an unheld send raced: on a loaded machine the proxy
         // woke, found nothing and parked again, and the send, seeing it
         // parked, performed the role itself; seen in CI.)
+        let patience = Instant::now() + Duration::from_secs(30);
         let mut sent = first;
         while Stream::of(s) != Stream::Off {
             assert!(
                 sent < first + 2 * crate::enqueue::STREAM_BACK && Instant::now() < patience,
                 "small batches never handed the role back"
             );
-            let held = hold();
+            let held = hold_enqueue_role(s);
             tx.send_at(sent, now).unwrap();
             sent += 1;
             assert!(!s.ingress.is_empty(), "the send performed a held role");
@@ -661,17 +666,7 @@ mod tests {
         let s = tx.shared();
         let later = Instant::now() + Duration::from_secs(3600);
         let first = crate::enqueue::STREAM_AT as u32;
-        let patience = Instant::now() + Duration::from_secs(30);
-        // The proxy holds the role for a moment now and then (its first
-        // round, an empty round after a ring): wait for it.
-        let hold = || loop {
-            if let Some(held) = s.roles.enqueue.try_acquire() {
-                break held;
-            }
-            assert!(Instant::now() < patience, "the proxy kept the enqueue role");
-            std::thread::yield_now();
-        };
-        let held = hold();
+        let held = hold_enqueue_role(s);
         for i in 0..first {
             tx.send_at(i, later).unwrap();
         }
