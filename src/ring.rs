@@ -1,16 +1,17 @@
-//! A bounded lock-free ring: Dmitry Vyukov's bounded MPMC queue, with a close bit.
+//! A bounded lock-free ring after Dmitry Vyukov's bounded MPMC queue, with a close bit.
 //!
-//! The ingress ring: many producers push commands, the enqueue proxy pops
-//! (`pop_exclusive`). (The egress, whose entries can be recalled, has its own
-//! ring in `egress.rs`.)
+//! The ingress ring: many producers push commands; one popper at a time, the
+//! enqueue role's holder, pops them (`pop_exclusive`). (The egress has its own
+//! ring in `egress.rs`: one pusher, many takers, deadlines readable in place.)
 //!
 //! Invariant: every slot carries a `stamp`. For position `pos` (which maps to slot
 //! `pos & mask`), `stamp == pos` means "empty, ready for the push of `pos`" and
 //! `stamp == pos + 1` means "full, holding the value pushed at `pos`". A push claims
 //! `pos` by a CAS on `tail`, writes the value, then publishes `stamp = pos + 1`
-//! (Release). A pop claims `pos` by a CAS on `head`, reads the value, then frees the
-//! slot for the next lap with `stamp = pos + capacity` (Release). The claiming CAS
-//! gives the claimer the sole right to the slot's value until it stores the stamp.
+//! (Release). The popper reads the value at `head`, frees the slot for the next
+//! lap with `stamp = pos + capacity` (Release), then moves `head` on. The
+//! claiming CAS gives a pusher the sole right to the slot until it stores the
+//! stamp; being the only popper gives the popper the same.
 //!
 //! Closing sets `CLOSED` in `tail`: every later push fails with its value handed
 //! back, because its CAS on `tail` can no longer succeed.
@@ -93,8 +94,8 @@ impl<T> Ring<T> {
                     Err(t) => tail = t,
                 }
             } else if stamp.wrapping_add(self.mask + 1) == tail + 1 {
-                // The slot still holds the value of one lap ago. Full if no pop has
-                // claimed it; otherwise a consumer is mid-read and frees it soon.
+                // The slot still holds the value of one lap ago: full, unless the
+                // popper has freed it since (then the head has moved or will).
                 // SeqCst: the verdict must not be older than the pop a blocked
                 // caller then waits for (see `wakeup::Bell`).
                 if self.head.load(Ordering::SeqCst).wrapping_add(self.mask + 1) == tail {
@@ -109,40 +110,12 @@ impl<T> Ring<T> {
         }
     }
 
-    pub(crate) fn pop(&self) -> Option<T> {
-        let mut head = self.head.load(Ordering::Relaxed);
-        loop {
-            let slot = &self.slots[head & self.mask];
-            // Acquire: pairs with the Release stamp store of the push of `head`.
-            let stamp = slot.stamp.load(Ordering::Acquire);
-            if stamp == head + 1 {
-                // SeqCst: see `push`.
-                match self.head.compare_exchange_weak(head, head + 1, Ordering::SeqCst, Ordering::Relaxed) {
-                    Ok(_) => {
-                        // SAFETY: the CAS gave us position `head`, whose stamp says
-                        // the value was fully written; we move it out exactly once.
-                        let value = slot.value.with(|p| unsafe { (*p).assume_init_read() });
-                        // Release: hands the emptied slot to the push one lap on.
-                        slot.stamp.store(head + self.mask + 1, Ordering::Release);
-                        return Some(value);
-                    }
-                    Err(h) => head = h,
-                }
-            } else if stamp == head {
-                // Nothing pushed at `head` yet (or a push claimed it and is mid-write).
-                return None;
-            } else {
-                spin();
-                head = self.head.load(Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// `pop` for a ring with one consumer: the position is ours without a CAS.
+    /// Takes the oldest value, if any (`None` also while the push of the head
+    /// position is claimed but not yet written).
     ///
     /// # Safety
-    /// The caller must be the ring's only popper for as long as the ring lives
-    /// (the enqueue proxy for the ingress ring).
+    /// No other pop may run at the same time (for the ingress ring: the caller
+    /// holds the enqueue role).
     pub(crate) unsafe fn pop_exclusive(&self) -> Option<T> {
         // Relaxed: only we write `head`.
         let head = self.head.load(Ordering::Relaxed);
@@ -157,8 +130,8 @@ impl<T> Ring<T> {
         let value = slot.value.with(|p| unsafe { (*p).assume_init_read() });
         // Release: hands the emptied slot to the push one lap on.
         slot.stamp.store(head + self.mask + 1, Ordering::Release);
-        // SeqCst: as the CAS in `pop`; pushers' "full" checks and the room
-        // waiters' fences order against it.
+        // SeqCst: pushers' "full" checks and the room waiters' fences order
+        // against it.
         self.head.store(head + 1, Ordering::SeqCst);
         Some(value)
     }
@@ -186,7 +159,8 @@ impl<T> Ring<T> {
 
 impl<T> Drop for Ring<T> {
     fn drop(&mut self) {
-        while self.pop().is_some() {}
+        // SAFETY: `&mut self`: no other pop runs.
+        while unsafe { self.pop_exclusive() }.is_some() {}
     }
 }
 
@@ -208,18 +182,17 @@ mod tests {
             r.push(i).unwrap();
         }
         assert!(matches!(r.push(99), Err(PushError::Full(99))));
-        let got: Vec<_> = std::iter::from_fn(|| r.pop()).collect();
+        // SAFETY: the only popper.
+        let got: Vec<_> = std::iter::from_fn(|| unsafe { r.pop_exclusive() }).collect();
         assert_eq!(got, (0..8).collect::<Vec<_>>());
         assert!(r.close());
         assert!(matches!(r.push(1), Err(PushError::Closed(1))));
     }
 
     #[test]
-    fn concurrent_pushes_and_pops_lose_and_duplicate_nothing() {
-        use std::sync::atomic::AtomicUsize;
+    fn concurrent_pushes_reach_the_popper_once_each_in_each_producers_order() {
         const PER: usize = 20_000;
         let r = Arc::new(Ring::new(64));
-        let taken = Arc::new(AtomicUsize::new(0));
         let producers: Vec<_> = (0..2)
             .map(|p| {
                 let r = r.clone();
@@ -234,30 +207,25 @@ mod tests {
                 })
             })
             .collect();
-        let consumers: Vec<_> = (0..2)
-            .map(|_| {
-                let (r, taken) = (r.clone(), taken.clone());
-                std::thread::spawn(move || {
-                    let mut got = vec![];
-                    while taken.load(std::sync::atomic::Ordering::SeqCst) < 2 * PER {
-                        let n = r.pop().map_or(0, |v| {
-                            got.push(v);
-                            1
-                        });
-                        taken.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
-                        if n == 0 {
-                            std::thread::yield_now();
-                        }
-                    }
-                    got
-                })
-            })
-            .collect();
+        let mut last = [None; 2];
+        let mut got = 0;
+        while got < 2 * PER {
+            // SAFETY: this thread is the only popper.
+            match unsafe { r.pop_exclusive() } {
+                Some(v) => {
+                    let (p, i) = (v / PER, v % PER);
+                    assert!(last[p].map_or(true, |l| l < i), "producer {p}: {i} after {last:?}");
+                    last[p] = Some(i);
+                    got += 1;
+                }
+                None => std::thread::yield_now(),
+            }
+        }
         for p in producers {
             p.join().unwrap();
         }
-        let mut all: Vec<usize> = consumers.into_iter().flat_map(|c| c.join().unwrap()).collect();
-        all.sort_unstable();
-        assert_eq!(all, (0..2 * PER).collect::<Vec<_>>());
+        assert_eq!(last, [Some(PER - 1); 2], "every value popped once, in order");
+        // SAFETY: the only popper.
+        assert!(unsafe { r.pop_exclusive() }.is_none(), "nothing more was pushed");
     }
 }

@@ -1,7 +1,8 @@
 //! The loom models of delayq's internals: compiled into the crate's own unit
 //! tests under `--cfg delayq_loom` (`src/lib.rs` includes this directory), so
-//! they drive the crate's real `pub(crate)` code — the rings, the egress's entry states, the ingress, the
-//! waiter lists, the proxies' bell and sleep plan — and no copy of it. The
+//! they drive the crate's real `pub(crate)` code — the rings, the egress, the
+//! ingress, the waiter lists, the roles, the lead and the enqueue proxy's bell —
+//! and no copy of it. The
 //! whole-queue models, which need only the public API, are in `../tests/`.
 //!
 //! ```text

@@ -1,18 +1,23 @@
 //! Model 2a: the Vyukov bounded ring with a close bit (`src/ring.rs`), alone.
 //!
-//! Shapes: several producers → one consumer (the ingress ring) and one producer
-//! → several consumers (the egress's shape before it got its own ring in
-//! `egress.rs`; it still checks the ring's `pop`). Checked: no value lost, duplicated or
-//! torn (each value is two words that must agree; loom also flags any
-//! unsynchronised access to a slot's `UnsafeCell`), per-producer FIFO, a `Full`
-//! verdict never older than a pop that happened before the push, and `close`
-//! racing pushes (every accepted push is popped once, every refused one comes
-//! back).
+//! The ring's one shape: producers push, one popper at a time pops
+//! (`pop_exclusive`, the enqueue role's holder on the ingress ring). Checked: no
+//! value lost, duplicated or torn (each value is two words that must agree; loom
+//! also flags any unsynchronised access to a slot's `UnsafeCell`), per-producer
+//! FIFO, a `Full` verdict never older than a pop that happened before the push,
+//! and `close` racing pushes (every accepted push is popped once, every refused
+//! one comes back).
 use super::model;
 use crate::ring::{PushError, Ring};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 use std::sync::Arc;
+
+/// `pop_exclusive` for a model in which no two pops run at once.
+fn pop(ring: &Ring<Val>) -> Option<Val> {
+    // SAFETY: each model pops from one thread at a time (see the model).
+    unsafe { ring.pop_exclusive() }
+}
 
 /// Two words that must agree: a torn read shows up as a mismatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,12 +60,12 @@ fn producers_to_one_consumer() {
                 })
             })
             .collect();
-        let mut got: Vec<Val> = (0..3).filter_map(|_| ring.pop()).collect();
+        let mut got: Vec<Val> = (0..3).filter_map(|_| pop(&ring)).collect();
         let mut refused = Vec::new();
         for p in producers {
             refused.extend(p.join().unwrap());
         }
-        got.extend(std::iter::from_fn(|| ring.pop()));
+        got.extend(std::iter::from_fn(|| pop(&ring)));
         assert!(got.iter().chain(&refused).all(intact), "torn value in {got:?} / {refused:?}");
         assert!(got.len() >= 2, "two free slots accept at least two of four pushes: {got:?}");
         for who in 0..2 {
@@ -73,49 +78,43 @@ fn producers_to_one_consumer() {
     });
 }
 
-/// Egress shape. Threads: the producer (main: three values into two slots, no
-/// retry) + two consumers popping twice each; main drains the rest after joining
-/// them. Every value is taken by exactly one consumer (or by the final drain) or
-/// refused; each consumer sees increasing positions.
+/// One producer racing the popper, the slot it frees refilled. Threads: the
+/// popper (twice) + the producer (main: three values into two slots, no
+/// retry), which pops the rest after joining the popper. Every value is popped
+/// once, in order, untorn, or refused: the stamp's Release publishes each
+/// value to the pop that reads it, and the pop's publishes the freed slot to
+/// the push that refills it.
 #[test]
-fn one_producer_to_consumers() {
+fn one_producer_refills_what_the_popper_frees() {
     model(|| {
         let ring = Arc::new(Ring::<Val>::new(2));
-        let consumers: Vec<_> = (0..2)
-            .map(|_| {
-                let ring = ring.clone();
-                thread::spawn(move || (0..2).filter_map(|_| ring.pop()).collect::<Vec<_>>())
-            })
-            .collect();
+        let popper = {
+            let ring = ring.clone();
+            thread::spawn(move || (0..2).filter_map(|_| pop(&ring)).collect::<Vec<_>>())
+        };
         let mut refused = Vec::new();
         for seq in 0..3 {
-            if let Err(e) = ring.push(val(0, seq)) {
-                match e {
-                    PushError::Full(v) => refused.push(v),
-                    PushError::Closed(_) => panic!("never closed"),
-                }
+            match ring.push(val(0, seq)) {
+                Ok(()) => {}
+                Err(PushError::Full(v)) => refused.push(v),
+                Err(PushError::Closed(_)) => panic!("never closed"),
             }
         }
-        let mut all = Vec::new();
-        for c in consumers {
-            let mine = c.join().unwrap();
-            assert!(mine.windows(2).all(|w| w[0].seq < w[1].seq), "a consumer saw {mine:?}: not FIFO");
-            all.extend(mine);
-        }
-        let rest: Vec<Val> = std::iter::from_fn(|| ring.pop()).collect();
-        assert!(rest.windows(2).all(|w| w[0].seq < w[1].seq), "drain saw {rest:?}: not FIFO");
-        all.extend(rest);
-        assert!(all.iter().all(intact), "torn value in {all:?}");
+        let mut got = popper.join().unwrap();
+        got.extend(std::iter::from_fn(|| pop(&ring)));
+        assert!(got.iter().chain(&refused).all(intact), "torn value in {got:?} / {refused:?}");
+        assert!(got.windows(2).all(|w| w[0].seq < w[1].seq), "popped {got:?}: not FIFO");
         assert!(refused.len() <= 1, "three pushes, two slots: at most one refusal ({refused:?})");
-        let mut seqs: Vec<u32> = all.iter().chain(&refused).map(|v| v.seq).collect();
+        let mut seqs: Vec<u32> = got.iter().chain(&refused).map(|v| v.seq).collect();
         seqs.sort_unstable();
-        assert_eq!(seqs, vec![0, 1, 2], "lost or duplicated: taken {all:?}, refused {refused:?}");
+        assert_eq!(seqs, vec![0, 1, 2], "lost or duplicated: popped {got:?}, refused {refused:?}");
     });
 }
 
 /// `Full` is a current verdict: a push that starts after a pop has completed
 /// (it saw the popper's flag) must find the freed slot. Threads: a popper + the
-/// pusher (main) on a full two-slot ring.
+/// pusher (main) on a full two-slot ring; main pops only after joining the
+/// popper.
 #[test]
 fn full_is_never_stale_after_a_pop() {
     model(|| {
@@ -126,7 +125,7 @@ fn full_is_never_stale_after_a_pop() {
         let popper = {
             let (ring, popped) = (ring.clone(), popped.clone());
             thread::spawn(move || {
-                let v = ring.pop().expect("the ring is full");
+                let v = pop(&ring).expect("the ring is full");
                 // Release: the pusher that sees the flag sees the pop.
                 popped.store(true, Ordering::Release);
                 v
@@ -139,7 +138,7 @@ fn full_is_never_stale_after_a_pop() {
         }
         assert_eq!(popper.join().unwrap(), val(0, 0));
         let mut rest = Vec::new();
-        while let Some(v) = ring.pop() {
+        while let Some(v) = pop(&ring) {
             rest.push(v.seq);
         }
         match pushed {
@@ -172,14 +171,14 @@ fn close_races_pushes() {
             })
             .collect();
         let mut got = Vec::new();
-        if let Some(v) = ring.pop() {
+        if let Some(v) = pop(&ring) {
             got.push(v);
         }
         assert!(ring.close(), "first close");
         assert!(!ring.close(), "second close");
         // As `Ingress::drain_closed`: pop until every claimed push is popped.
         loop {
-            while let Some(v) = ring.pop() {
+            while let Some(v) = pop(&ring) {
                 got.push(v);
             }
             if ring.is_drained() {
@@ -192,7 +191,7 @@ fn close_races_pushes() {
         for p in producers {
             refused.extend(p.join().unwrap());
         }
-        assert!(ring.pop().is_none(), "a push landed after the drain");
+        assert!(pop(&ring).is_none(), "a push landed after the drain");
         let mut all: Vec<u32> = got.iter().chain(&refused).map(|v| v.who).collect();
         all.sort_unstable();
         assert_eq!(all, vec![0, 1], "accepted {got:?}, refused {refused:?}");
