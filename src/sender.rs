@@ -406,11 +406,9 @@ impl<T> Sender<T> {
     /// the timer index — **also once its deadline has passed**, as long as it
     /// has not been handed to the consumers' ring (tokio-util's
     /// `DelayQueue::remove` and Java's `DelayQueue.remove` likewise hand back
-    /// an expired item that nobody took) — and while it is staged in the
-    /// consumers' ring ahead of its deadline
-    /// ([`Builder::stage_ahead`](crate::Builder::stage_ahead)). `None` once it
-    /// was handed to the consumers' ring as due, whether or not anyone has
-    /// received it yet: from then on it counts as delivered.
+    /// an expired item that nobody took). `None` once it was handed to the
+    /// consumers' ring as due, whether or not anyone has received it yet:
+    /// from then on it counts as delivered.
     ///
     /// So for an item whose deadline has passed, the answer depends on a race
     /// with the move into the ring (by the dequeue proxy, or by a consumer
@@ -482,7 +480,7 @@ impl<T> Sender<T> {
 
     /// Moves a pending item to a new deadline. `true` if it was pending — by
     /// the same rule as [`cancel`](Sender::cancel): in the timer index, also
-    /// once its deadline has passed, or staged ahead of its deadline — and
+    /// once its deadline has passed — and
     /// `false` if it was handed to the consumers' ring as due (delivered, or
     /// about to be), cancelled, taken, unknown to this queue, or the queue is
     /// disconnected. The key stays valid, and so does its rank among equal
