@@ -19,8 +19,12 @@
 #          leader's timer slack), PROBE_STREAM_AT, PROBE_CLIENT_BATCH,
 #          PROBE_NO_LONE, PROBE_HELP_DEPTH (a burst's push combines past this
 #          ingress depth), PROBE_INDEX (`heap` or `wheel`, the harness's delayq)
+#   holder lag and knobs together, plus two histograms (role-hold: how long a
+#          producer held the enqueue role for one batch; busy-depth: the ingress
+#          depth, in commands x 1000, seen by a push that found the role held)
+#          and PROBE_YIELD_DEPTH (such a push yields its CPU past this depth)
 set -eu
-[ $# -eq 2 ] || { echo "usage: $0 lag|knobs OUT" >&2; exit 2; }
+[ $# -eq 2 ] || { echo "usage: $0 lag|knobs|holder OUT" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 patch="$root/benches/probes/$1.patch"
 [ -f "$patch" ] || { echo "no such probe: $patch" >&2; exit 2; }
