@@ -22,7 +22,9 @@
 #   holder lag and knobs together, plus two histograms (role-hold: how long a
 #          producer held the enqueue role for one batch; busy-depth: the ingress
 #          depth, in commands x 1000, seen by a push that found the role held)
-#          and PROBE_YIELD_DEPTH (such a push yields its CPU past this depth)
+#          and what such a push does past a depth: PROBE_YIELD_DEPTH, yield its
+#          CPU (or sleep PROBE_SLEEP_US); PROBE_WAIT_DEPTH, park until the holder's
+#          release wakes it (at most PROBE_WAIT_US, 200), then perform the role
 set -eu
 [ $# -eq 2 ] || { echo "usage: $0 lag|knobs|holder OUT" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
