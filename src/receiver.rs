@@ -107,6 +107,13 @@ pub(crate) fn take_many<T>(s: &Shared<T>, buf: &mut Vec<Raw<T>>, limit: usize) -
     n
 }
 
+/// The most consumers woken by the chain wake-up (`taken`) and not yet run:
+/// a take wakes another only while fewer than this, and fewer than the items
+/// left in the egress, are in flight. No bound made every consumer runnable under
+/// load; one left the head overdue while that one waited for a CPU
+/// (`docs/bench/README.md`, thirteenth and twentieth rounds; 2 vCPUs).
+pub(crate) const WOKEN_IN_FLIGHT: usize = 3;
+
 /// A consumer took `n` items from the egress ring: release them, and wake the
 /// producers waiting for room, one more consumer for what is left (or to lead
 /// for the index's next deadline, if nobody does), and everyone once a closed
@@ -128,12 +135,11 @@ fn taken<T>(s: &Shared<T>, n: usize) {
     // syscall on the performer's thread); a consumer that leaves items behind
     // wakes one more, so wake-ups spread over the consumers' threads. With
     // the ring empty, one wakes to lead for the index's next deadline if
-    // nobody leads (Java `DelayQueue.take`'s `finally`). Unless a consumer
-    // woken before has not run yet: it looks at both first, and a wake per
-    // take made every consumer runnable under load, starving the producers
-    // (16 x 16 at 1 M items/s: p99 lateness 729 -> 422 us; 100 K/s CPU per item
-    // 9.0 -> 5.7 us).
-    s.signals.consumers.wake_one_unless_woken(|| {
+    // nobody leads (Java `DelayQueue.take`'s `finally`). Unless consumers
+    // woken before, one per item left (1..=WOKEN_IN_FLIGHT, a hint), have
+    // not run yet: they will look at both first.
+    let in_flight = s.egress.len().clamp(1, WOKEN_IN_FLIGHT);
+    s.signals.consumers.wake_one_unless_woken(in_flight, || {
         s.egress.len() > 0
             // SeqCst: after the fence, with the lead's other accesses.
             || (s.lead.current().is_none() && s.index_head.load(Ordering::SeqCst) != NEVER)

@@ -11,7 +11,7 @@
 #   python3 benches/ab.py 5 base=/tmp/compare-knobs s50=/tmp/s50 -- "delayq 1 300000 1000000 100000"
 #
 # Patches (each one `git diff` against the commit that added it; docs/bench/README.md,
-# eighteenth round, says what each measured):
+# eighteenth to twentieth rounds, say what each measured):
 #   lag    where an item's lateness forms: log2 histograms of send-to-apply,
 #          insert-late, moved-lag and taken-lag, printed to stderr when the queue
 #          drops if PROBE_LAG is set
@@ -25,8 +25,14 @@
 #          and what such a push does past a depth: PROBE_YIELD_DEPTH, yield its
 #          CPU (or sleep PROBE_SLEEP_US); PROBE_WAIT_DEPTH, park until the holder's
 #          release wakes it (at most PROBE_WAIT_US, 200), then perform the role
+#   sample a thread that looks at the queue every 200 us while PROBE_SAMPLE is
+#          set and, when the index's head has been due for over 20 us, counts
+#          why nobody has moved it (the egress holds items; the dequeue role is
+#          held, and whether the timers lock or the enqueue role is; a woken
+#          consumer has not run; none of these) and how many consumers were
+#          parked (docs/bench/README.md, twentieth round)
 set -eu
-[ $# -eq 2 ] || { echo "usage: $0 lag|knobs|holder OUT" >&2; exit 2; }
+[ $# -eq 2 ] || { echo "usage: $0 lag|knobs|holder|sample OUT" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 patch="$root/benches/probes/$1.patch"
 [ -f "$patch" ] || { echo "no such probe: $patch" >&2; exit 2; }
