@@ -43,6 +43,9 @@ found() {
 # A take that frees its egress slot before it reads the item out (egress.rs):
 # the next lap's push writes the item while the consumer still reads it.
 found delayq_bug_egress_free_before_read loom_models::egress "Causality violation"
+# A take that claims a slot whose take of one lap ago is not done (egress.rs):
+# it takes that lap's item a second time.
+found delayq_bug_egress_take_unfinished loom_models::egress::a_take_behind "left twice or never"
 # The inserter's read of the lead without its fence (lead.rs): a consumer
 # left leading for the old head while the new one is due.
 found delayq_bug_new_head_no_fence loom_models::lead::a_new_earliest "deadlock"

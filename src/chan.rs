@@ -20,6 +20,52 @@ pub(crate) struct Chan<T> {
     _subscription: Subscription,
 }
 
+/// What both handles have alike (`Sender` and `Receiver`): the gauges, a
+/// `Debug` that shows them, and unwind safety. The queue's state stays
+/// consistent across a panic that a caller catches: panics in user code (an
+/// item's `Drop`, a waker) are contained on the library's own paths, and a
+/// role's holder releases it while unwinding (`role::Held`). So, as
+/// crossbeam-channel's handles are, the handles are unwind safe whatever `T` is.
+macro_rules! handle {
+    ($h:ident) => {
+        impl<T> $h<T> {
+            /// Items sent and not yet received, cancelled or taken (exact once `send`
+            /// returns, whether or not they are due).
+            pub fn len(&self) -> usize {
+                self.chan.shared.len()
+            }
+
+            /// `len() == 0`.
+            pub fn is_empty(&self) -> bool {
+                self.len() == 0
+            }
+
+            /// `true` if a bounded queue holds `capacity` items; always `false` unbounded.
+            pub fn is_full(&self) -> bool {
+                self.capacity().is_some_and(|c| self.len() >= c)
+            }
+
+            /// The bound given at creation; `None` for an unbounded queue.
+            pub fn capacity(&self) -> Option<usize> {
+                self.chan.shared.counter.capacity()
+            }
+        }
+
+        impl<T> std::fmt::Debug for $h<T> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($h))
+                    .field("len", &self.len())
+                    .field("capacity", &self.capacity())
+                    .finish()
+            }
+        }
+
+        impl<T> std::panic::UnwindSafe for $h<T> {}
+        impl<T> std::panic::RefUnwindSafe for $h<T> {}
+    };
+}
+pub(crate) use handle;
+
 /// Builds the queue's shared state, subscribes it to `clock`'s steps, and starts
 /// the proxies `<prefix>-enqueue` and `<prefix>-dequeue`, each at nice value
 /// `nice` if one is given. Returns once both run (their thread names and nice

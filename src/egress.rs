@@ -22,7 +22,7 @@
 //! items in the index; the consumers that empty the ring run the next round
 //! themselves (`receiver.rs`), so nobody waits for room.
 
-use crate::sync::{spin, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{spin, AtomicU64, AtomicUsize, Backoff, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
 use std::mem::MaybeUninit;
 
@@ -121,6 +121,7 @@ impl<T> Egress<T> {
         // Relaxed: only we write `tail`.
         let tail = self.tail.load(Ordering::Relaxed);
         let slot = &self.slots[tail & self.mask];
+        let mut backoff = Backoff::new();
         loop {
             // Acquire: pairs with the Release stamp store of the take that freed it.
             let stamp = slot.stamp.load(Ordering::Acquire);
@@ -133,7 +134,8 @@ impl<T> Egress<T> {
             if self.head.load(Ordering::SeqCst).wrapping_add(self.mask + 1) == tail {
                 return Err((at, key, item));
             }
-            spin();
+            // Yields after a few spins: that consumer may be off its CPU.
+            backoff.snooze();
         }
         // Relaxed: published by the stamp's Release store below.
         slot.at.store(at, Ordering::Relaxed);
@@ -156,6 +158,10 @@ impl<T> Egress<T> {
             let slot = &self.slots[head & self.mask];
             // Acquire: pairs with the Release stamp store of the push of `head`.
             let stamp = slot.stamp.load(Ordering::Acquire);
+            // Planted bug for the loom suite: a take that claims a slot whose
+            // take of one lap ago is not done.
+            #[cfg(delayq_bug_egress_take_unfinished)]
+            let stamp = if (stamp.wrapping_sub(head) as isize) < 0 { head + 1 } else { stamp };
             if stamp == head + 1 {
                 // SeqCst: claims belong to the total order that the wake-up
                 // checks (fences in `receiver` and `waiters`) reason about.
@@ -180,8 +186,10 @@ impl<T> Egress<T> {
                 #[cfg(not(delayq_bug_egress_free_before_read))]
                 slot.stamp.store(head + self.mask + 1, Ordering::Release);
                 return Some((at, key, item));
-            } else if stamp == head {
-                // Nothing pushed at `head` yet.
+            } else if stamp.wrapping_sub(head) as isize <= 0 {
+                // Nothing pushed at `head` yet: the push waits for the slot, or
+                // for its take of one lap ago to finish. No spin: that taker
+                // may be off its CPU (`docs/bench/README.md`, 21st round).
                 return None;
             } else {
                 // Another consumer claimed `head` meanwhile.

@@ -20,7 +20,6 @@ use crate::sync::{fence, Ordering};
 use crate::waiters::block_on_until;
 use std::cell::Cell;
 use std::fmt;
-use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -136,13 +135,12 @@ fn taken<T>(s: &Shared<T>, n: usize) {
     // wakes one more, so wake-ups spread over the consumers' threads. With
     // the ring empty, one wakes to lead for the index's next deadline if
     // nobody leads (Java `DelayQueue.take`'s `finally`). Unless consumers
-    // woken before, one per item left (1..=WOKEN_IN_FLIGHT, a hint), have
-    // not run yet: they will look at both first.
-    let in_flight = s.egress.len().clamp(1, WOKEN_IN_FLIGHT);
-    s.signals.consumers.wake_one_unless_woken(in_flight, || {
-        s.egress.len() > 0
-            // SeqCst: after the fence, with the lead's other accesses.
-            || (s.lead.current().is_none() && s.index_head.load(Ordering::SeqCst) != NEVER)
+    // woken before, one per item left (at most WOKEN_IN_FLIGHT), have not run
+    // yet: they will look at both first.
+    s.signals.consumers.wake_one_unless_woken(|| match s.egress.len() {
+        // SeqCst: after the fence, with the lead's other accesses.
+        0 => usize::from(s.lead.current().is_none() && s.index_head.load(Ordering::SeqCst) != NEVER),
+        left => left.min(WOKEN_IN_FLIGHT),
     });
     if left == 0 && s.counter.is_closed() {
         s.signals.consumers.notify_all();
@@ -684,26 +682,6 @@ impl<T> Receiver<T> {
         let all = reply.wait().unwrap_or_default();
         all.into_iter().map(|(t, item)| (s.ticks.instant(t), item)).collect()
     }
-
-    /// Items sent and not yet received, cancelled or taken.
-    pub fn len(&self) -> usize {
-        self.chan.shared.len()
-    }
-
-    /// `len() == 0`.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// `true` if a bounded queue holds `capacity` items; always `false` unbounded.
-    pub fn is_full(&self) -> bool {
-        self.capacity().is_some_and(|c| self.len() >= c)
-    }
-
-    /// The bound given at creation; `None` for an unbounded queue.
-    pub fn capacity(&self) -> Option<usize> {
-        self.chan.shared.counter.capacity()
-    }
 }
 
 impl<T> Clone for Receiver<T> {
@@ -730,19 +708,7 @@ impl<T> Drop for Receiver<T> {
     }
 }
 
-// The queue's state stays consistent across a panic that a caller catches:
-// panics in user code (an item's `Drop`, a waker) are contained on the
-// library's own paths, and a role's holder releases it while unwinding
-// (`role::Held`). So, as crossbeam-channel's handles are, the handles are
-// unwind safe whatever `T` is.
-impl<T> UnwindSafe for Receiver<T> {}
-impl<T> RefUnwindSafe for Receiver<T> {}
-
-impl<T> fmt::Debug for Receiver<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Receiver").field("len", &self.len()).field("capacity", &self.capacity()).finish()
-    }
-}
+crate::chan::handle!(Receiver);
 
 /// Blocking iterator of [`Receiver::iter`]; ends when the queue is exhausted.
 pub struct Iter<'a, T> {

@@ -125,12 +125,6 @@ impl Role {
         // SeqCst (an acquire): pairs with the holder's `Release` swap.
         self.state.load(Ordering::SeqCst) != FREE
     }
-
-    /// Whether somebody performs the role now (a hint).
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn is_held(&self) -> bool {
-        self.state.load(Ordering::Relaxed) != FREE
-    }
 }
 
 impl<'a> Held<'a> {
@@ -264,10 +258,10 @@ mod tests {
         let parker = Parker::new();
         let role = Role::new(parker.unparker());
         let held = role.try_acquire().expect("free");
-        assert!(role.is_held());
+        assert!(role.is_held_now());
         assert!(role.try_acquire().is_none(), "held: a second client must not get it");
         drop(held);
-        assert!(!role.is_held());
+        assert!(!role.is_held_now());
         assert!(role.try_acquire().is_some());
     }
 
@@ -282,6 +276,6 @@ mod tests {
         drop(held);
         // The release unparked the proxy: its token makes this park return.
         parker.park(None);
-        assert!(!role.is_held());
+        assert!(!role.is_held_now());
     }
 }

@@ -13,7 +13,6 @@ use crate::metrics::SendErrorKind;
 use crate::oneshot;
 use crate::shared::Shared;
 use crate::waiters::block_on;
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -511,37 +510,13 @@ impl<T> Sender<T> {
         enqueue::command(s, cmd) && reply.wait().unwrap_or(false)
     }
 
-    /// Items sent and not yet received, cancelled or taken (exact once `send`
-    /// returns, whether or not they are due).
-    pub fn len(&self) -> usize {
-        self.chan.shared.len()
-    }
-
-    /// `len() == 0`.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// `true` if a bounded queue holds `capacity` items; always `false` unbounded.
-    pub fn is_full(&self) -> bool {
-        self.capacity().is_some_and(|c| self.len() >= c)
-    }
-
-    /// The bound given at creation; `None` for an unbounded queue.
-    pub fn capacity(&self) -> Option<usize> {
-        self.chan.shared.counter.capacity()
-    }
-
     /// `true` if sends fail: every receiver is gone or the queue was closed.
     pub fn is_disconnected(&self) -> bool {
         self.chan.shared.counter.is_closed()
     }
 }
 
-// As for `Receiver`: the queue's state stays consistent across a caught
-// panic, so the handles are unwind safe whatever `T` is.
-impl<T> std::panic::UnwindSafe for Sender<T> {}
-impl<T> std::panic::RefUnwindSafe for Sender<T> {}
+crate::chan::handle!(Sender);
 
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
@@ -555,12 +530,6 @@ impl<T> Drop for Sender<T> {
         if self.chan.shared.counter.remove_sender() {
             self.chan.shared.close();
         }
-    }
-}
-
-impl<T> fmt::Debug for Sender<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sender").field("len", &self.len()).field("capacity", &self.capacity()).finish()
     }
 }
 

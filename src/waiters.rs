@@ -95,24 +95,24 @@ impl Waiters {
         }
     }
 
-    /// Wakes one waiting thread if `wanted()`, unless `in_flight` threads
-    /// already woken have not run yet: each will look before it parks again,
-    /// so another wake would only add a runnable thread (a consumer's take
-    /// that leaves items behind: `receiver::taken`; tokio's scheduler bounds
-    /// its searching workers alike). Called after the caller's SeqCst fence,
-    /// which follows its change of the state.
+    /// Wakes one waiting thread unless `bound()` threads already woken have
+    /// not run yet (0: none wanted): each will look before it parks again, so
+    /// another wake would only add a runnable thread (a consumer's take that
+    /// leaves items behind: `receiver::taken`; tokio's scheduler bounds its
+    /// searching workers alike). `bound` runs only when someone waits. Called
+    /// after the caller's SeqCst fence, which follows its change of the state.
     ///
-    /// Why nothing is left behind, for any `in_flight` of at least one: a
-    /// woken thread leaves the count (`unregister`), looks, and if it finds
-    /// nothing registers again (a SeqCst fence) and looks once more before it
-    /// parks. Either the caller's fence comes first in the SeqCst order, and
-    /// that last look sees its change, or the woken thread's, and the caller
-    /// reads the count without it. Loom: `models/blocking.rs`
+    /// Why nothing is left behind, for any wanted bound: a woken thread leaves
+    /// the count (`unregister`), looks, and if it finds nothing registers again
+    /// (a SeqCst fence) and looks once more before it parks. Either the
+    /// caller's fence comes first in the SeqCst order, and that last look sees
+    /// its change, or the woken thread's, and the caller reads the count
+    /// without it. Loom: `models/blocking.rs`
     /// (`a_woken_consumer_covers_a_take_that_leaves_items`, planted bug
     /// `delayq_bug_woken_never_runs`).
-    pub(crate) fn wake_one_unless_woken(&self, in_flight: usize, wanted: impl FnOnce() -> bool) {
+    pub(crate) fn wake_one_unless_woken(&self, bound: impl FnOnce() -> usize) {
         // Relaxed: ordered by the caller's fence, as above.
-        if self.has_waiters() && self.woken.load(Ordering::Relaxed) < in_flight.max(1) && wanted() {
+        if self.has_waiters() && self.woken.load(Ordering::Relaxed) < bound() {
             self.notify_after_fence(1);
         }
     }
@@ -430,18 +430,14 @@ mod tests {
         let mut tickets: Vec<Ticket> =
             (0..5).map(|_| w.register_thread(&Waker::from(Arc::new(Nop)))).collect();
         let woken = |w: &Waiters| 5 - w.len();
-        for (b, want, n) in
-            [(1, true, 1), (1, true, 1), (0, true, 1), (3, false, 1), (3, true, 2), (3, true, 3)]
-        {
-            w.wake_one_unless_woken(b, || want);
-            assert_eq!(woken(&w), n, "bound {b}, wanted {want}");
+        for (b, n) in [(1, 1), (1, 1), (0, 1), (3, 2), (3, 3), (3, 3)] {
+            w.wake_one_unless_woken(|| b);
+            assert_eq!(woken(&w), n, "bound {b}");
         }
-        w.wake_one_unless_woken(3, || true);
-        assert_eq!(woken(&w), 3, "three in flight: skipped");
         // The oldest woken thread runs: its unregister finds its entry taken
         // and leaves the count of woken threads, so a place is free again.
         assert!(!w.unregister(tickets.remove(0)), "a wake took the oldest entry");
-        w.wake_one_unless_woken(3, || true);
+        w.wake_one_unless_woken(|| 3);
         assert_eq!(woken(&w), 4);
     }
 

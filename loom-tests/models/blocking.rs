@@ -78,7 +78,7 @@ fn a_woken_consumer_covers_a_take_that_leaves_items() {
                     block_on(&waiters, &Clock::default(), None, || take_one(&items)).expect("untimed");
                     // SeqCst: `receiver::taken`'s fence.
                     fence(Ordering::SeqCst);
-                    waiters.wake_one_unless_woken(1, || items.load(Ordering::SeqCst) > 0);
+                    waiters.wake_one_unless_woken(|| usize::from(items.load(Ordering::SeqCst) > 0));
                 })
             })
             .collect();
@@ -86,7 +86,7 @@ fn a_woken_consumer_covers_a_take_that_leaves_items() {
         items.fetch_add(3, Ordering::SeqCst);
         take_one(&items).expect("three were moved");
         fence(Ordering::SeqCst);
-        waiters.wake_one_unless_woken(1, || items.load(Ordering::SeqCst) > 0);
+        waiters.wake_one_unless_woken(|| usize::from(items.load(Ordering::SeqCst) > 0));
         for c in consumers {
             c.join().unwrap();
         }

@@ -47,3 +47,45 @@ fn a_refilled_slot_is_never_read_and_written_at_once() {
         assert_eq!(all, want, "an entry left twice or never");
     });
 }
+
+/// Threads: consumer A taking once, consumer B taking twice, and main, which
+/// pushed two items into a two-slot ring and pushes a third into the slot A
+/// or B frees. B's second take can find the head's slot still holding the
+/// entry of one lap ago, its taker not done reading it out: nothing is pushed
+/// there yet, and that take returns `None` without waiting. Each item comes
+/// out once, and no take reads a slot that a push writes.
+#[test]
+fn a_take_behind_an_unfinished_take_of_one_lap_ago_finds_nothing() {
+    model(|| {
+        let egress = Arc::new(Egress::<u64>::new(2));
+        for k in [1, 2] {
+            // SAFETY: this thread is the ring's only pusher.
+            unsafe { egress.push((k, k, k)) }.expect("a free slot");
+        }
+        let consumers: Vec<_> = [1, 2]
+            .into_iter()
+            .map(|takes| {
+                let egress = egress.clone();
+                thread::spawn(move || {
+                    (0..takes)
+                        .filter_map(|_| egress.take().map(|(_, key, item)| (key, item)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        // SAFETY: as above. Refused while the ring is still full.
+        let third = unsafe { egress.push((3, 3, 3)) }.is_ok();
+        let mut all: Vec<u64> = consumers
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .map(|(k, item)| {
+                assert_eq!(k, item, "an item with another entry's key");
+                k
+            })
+            .collect();
+        all.extend(egress.take_all().into_iter().map(|(_, key, _)| key));
+        all.sort_unstable();
+        let want: Vec<u64> = if third { vec![1, 2, 3] } else { vec![1, 2] };
+        assert_eq!(all, want, "an entry left twice or never");
+    });
+}

@@ -79,7 +79,7 @@ fn a_leader_that_leaves_wakes_a_follower() {
             thread::spawn(move || {
                 assert!(lead.give_up(v));
                 // The index still holds the item due at 10 (`index_head`).
-                consumers.wake_one_unless_woken(1, || lead.current().is_none());
+                consumers.wake_one_unless_woken(|| usize::from(lead.current().is_none()));
             })
         };
         let got = block_on_until(&consumers, &Clock::default(), None, |registered| {

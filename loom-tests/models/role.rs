@@ -56,7 +56,7 @@ fn performers_never_overlap() {
         for c in clients {
             c.join().unwrap();
         }
-        assert!(!role.is_held());
+        assert!(!role.is_held_now());
     });
 }
 
