@@ -58,6 +58,9 @@ found delayq_bug_help_no_ring loom_models::role::no_push_is_left "deadlock"
 # A push that leaves its command to a streaming enqueue proxy without ringing it
 # (role.rs): the proxy may have looked at the ingress and be parking.
 found delayq_bug_stream_no_ring loom_models::role::no_push_is_left_behind_a_streaming "deadlock"
+# A look for work after a role's release that ignores the spill behind a
+# drained ring (ingress.rs): the spilled command is left with the proxy parked.
+found delayq_bug_ready_no_spill loom_models::role::a_push_that_spilled "deadlock"
 # A woken consumer that never leaves the waiter list's count of woken threads
 # (waiters.rs): takes that leave items behind skip their wakes forever.
 found delayq_bug_woken_never_runs loom_models::blocking::a_woken_consumer "deadlock"

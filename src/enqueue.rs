@@ -8,10 +8,13 @@
 //!
 //! **A push is never left behind** (`hand_over`): the pusher fences after its
 //! push, then tries the role; if it is held, the pusher leaves, because the
-//! holder fences after its release and looks at the ingress again. Either the
+//! holder fences after its release and looks at the ingress again
+//! (`Ingress::ready`: a written command at its head). Either the
 //! pusher sees the role free (and takes it, or someone else did and will look
 //! after *its* release), or the holder sees the push (the store-buffering
-//! pair, SeqCst fences on both sides). A holder performs at most
+//! pair, SeqCst fences on both sides). A push behind a command still being
+//! written is not counted: that command's producer hands it over once
+//! written, and the drain it performs or rings for takes what follows. A holder performs at most
 //! [`CLIENT_ROUNDS`] batches of at most [`CLIENT_BATCH`] commands, then rings
 //! the proxy for the rest — a second store-buffering pair with the proxy's
 //! `sleeping` flag (`wakeup.rs`). Loom: `loom-tests/models/role.rs`
@@ -230,11 +233,9 @@ pub(crate) fn run<T>(shared: &Shared<T>, parker: &Parker) {
         // release): register, re-check, park.
         let bell = &shared.signals.enqueue;
         bell.prepare_sleep();
-        let work = !shared.ingress.is_empty() && !shared.roles.enqueue.is_held_now();
+        let work = shared.ingress.ready() && !shared.roles.enqueue.is_held_now();
         if work || shared.counter.is_disconnected() {
             bell.awake();
-            // A producer may have claimed a slot and be mid-write: let it finish.
-            yield_now();
             continue;
         }
         parker.park(None);
@@ -285,7 +286,7 @@ pub(crate) fn hand_over<T>(shared: &Shared<T>) {
             }
             owed.pay(shared);
         },
-        || !shared.ingress.is_empty(),
+        || shared.ingress.ready(),
     );
 }
 
@@ -294,7 +295,7 @@ pub(crate) fn hand_over<T>(shared: &Shared<T>) {
 /// held returned, leaving its command to the holder, so the holder looks at
 /// the ingress again and hands what it finds over.
 pub(crate) fn look_after_release<T>(shared: &Shared<T>) {
-    crate::role::look_after_release(|| !shared.ingress.is_empty(), || hand_over(shared));
+    crate::role::look_after_release(|| shared.ingress.ready(), || hand_over(shared));
 }
 
 /// Performs the role for a blocking send that found the ingress ring full

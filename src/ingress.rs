@@ -164,6 +164,22 @@ impl<T> Ingress<T> {
         self.ring.len()
     }
 
+    /// `true` if a drain now would take a command: the ring's oldest one is
+    /// written, or the spill waits behind a drained ring. A command claimed
+    /// and not yet written does not count, nor what waits behind it: its
+    /// producer hands it over once written (`enqueue::hand_over`), and the
+    /// drain of that hand-over takes what follows. The roles' look for work
+    /// after a release; so a role's holder neither loops nor wakes the proxy
+    /// for a producer that is off the CPU mid-push.
+    pub(crate) fn ready(&self) -> bool {
+        // Acquire: as in `push`.
+        // Planted bug for the loom suite: the spill is not looked at.
+        #[cfg(delayq_bug_ready_no_spill)]
+        return self.ring.head_ready();
+        #[cfg(not(delayq_bug_ready_no_spill))]
+        return self.ring.head_ready() || (self.spilled.load(Ordering::Acquire) && self.ring.is_drained());
+    }
+
     /// `true` if no command waits (a concurrent push may land at once).
     pub(crate) fn is_empty(&self) -> bool {
         self.ring.len() == 0 && !self.spilled.load(Ordering::SeqCst)

@@ -13,6 +13,12 @@
 //! claiming CAS gives a pusher the sole right to the slot until it stores the
 //! stamp; being the only popper gives the popper the same.
 //!
+//! A push that finds its slot still held for the position one lap back, claimed
+//! or full, reports `Full`; no push spins on a pusher that is off its CPU
+//! between its claim and its stamp store. Such a pusher holds back the pop
+//! (the head's slot is unwritten) and so every value behind it: `head_ready`
+//! tells the roles' look for work whether a pop would take something.
+//!
 //! Closing sets `CLOSED` in `tail`: every later push fails with its value handed
 //! back, because its CAS on `tail` can no longer succeed.
 
@@ -93,9 +99,13 @@ impl<T> Ring<T> {
                     }
                     Err(t) => tail = t,
                 }
-            } else if stamp.wrapping_add(self.mask + 1) == tail + 1 {
-                // The slot still holds the value of one lap ago: full, unless the
-                // popper has freed it since (then the head has moved or will).
+            } else if matches!(stamp.wrapping_add(self.mask + 1).wrapping_sub(tail), 0 | 1) {
+                // The slot is still held for the position one lap ago: claimed
+                // by a push not yet written (0), or written and not yet popped
+                // (1). Either way the ring is full, unless the popper has freed
+                // the slot since (then the head has moved or will). A push
+                // waits for neither: a pusher preempted mid-write would keep
+                // every other one spinning while it waits for a CPU.
                 // SeqCst: the verdict must not be older than the pop a blocked
                 // caller then waits for (see `wakeup::Bell`).
                 if self.head.load(Ordering::SeqCst).wrapping_add(self.mask + 1) == tail {
@@ -134,6 +144,17 @@ impl<T> Ring<T> {
         // against it.
         self.head.store(head + 1, Ordering::SeqCst);
         Some(value)
+    }
+
+    /// `true` if the oldest position still in the ring has been written: a
+    /// pop now would take it. Any thread may ask; a pop that has just moved
+    /// the head is seen here or by the popper's own next look.
+    pub(crate) fn head_ready(&self) -> bool {
+        // Acquire, both: the look for work after a role's release. Its
+        // store-buffering pair with the pusher (stamp store, then a SeqCst
+        // fence; here a SeqCst fence, then these loads) is the fences'.
+        let head = self.head.load(Ordering::Acquire);
+        self.slots[head & self.mask].stamp.load(Ordering::Acquire) == head + 1
     }
 
     /// Closes the ring to pushes. Returns `false` if it was already closed.
@@ -187,6 +208,38 @@ mod tests {
         assert_eq!(got, (0..8).collect::<Vec<_>>());
         assert!(r.close());
         assert!(matches!(r.push(1), Err(PushError::Closed(1))));
+    }
+
+    #[test]
+    fn a_full_ring_behind_a_claimed_unwritten_head_refuses_a_push_instead_of_spinning() {
+        let r = Arc::new(Ring::new(4));
+        // A push that claimed position 0 and is off the CPU before writing it.
+        r.tail.fetch_add(1, Ordering::SeqCst);
+        for i in 1..4 {
+            r.push(i).unwrap();
+        }
+        assert!(!r.head_ready(), "the head is claimed, not written");
+        // SAFETY: the only popper.
+        assert!(unsafe { r.pop_exclusive() }.is_none(), "nothing passes the unwritten head");
+        // On a thread: the spinning push this replaced never returned.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let pusher = r.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(matches!(pusher.push(9), Err(PushError::Full(9))));
+        });
+        let refused = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(refused, Ok(true), "a push into the full ring must return Full at once");
+        // The claimed push completes (what `push` does after its CAS).
+        // SAFETY: position 0 was claimed above and nobody else writes it.
+        r.slots[0].value.with_mut(|p| unsafe { (*p).write(0) });
+        r.slots[0].stamp.store(1, Ordering::Release);
+        assert!(r.head_ready());
+        // SAFETY: the only popper.
+        assert_eq!(unsafe { r.pop_exclusive() }, Some(0));
+        r.push(9).unwrap();
+        // SAFETY: the only popper.
+        let got: Vec<_> = std::iter::from_fn(|| unsafe { r.pop_exclusive() }).collect();
+        assert_eq!(got, vec![1, 2, 3, 9]);
     }
 
     #[test]

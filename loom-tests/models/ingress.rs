@@ -32,8 +32,8 @@ fn spill_keeps_each_producers_order() {
         let mut got = Vec::new();
         for _ in 0..3 {
             ingress.drain_into(&mut got, 2);
-            // As the proxy's loop: a round that found a claimed, unwritten slot
-            // yields to let the producer finish.
+            // Rounds while the producers run: one may find a claimed,
+            // unwritten slot and stop there.
             thread::yield_now();
         }
         for p in producers {

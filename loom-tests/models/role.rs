@@ -14,6 +14,10 @@
 //!   stream a push that finds the proxy parked combines instead,
 //!   `enqueue::hand_over`: a relaxed hint choosing between these two paths,
 //!   so any mix of them is one of the cases modelled.)
+//! - A push that finds the two-slot ring full spills; the look for work after
+//!   a release (`Ingress::ready`) counts the spill once the ring is drained,
+//!   and never a claimed, unwritten head (its producer hands it over). Planted
+//!   bug `delayq_bug_ready_no_spill`: the look ignores the spill.
 //! - A consumer that finds the dequeue role held while an item is due, and
 //!   asks to be woken, is woken by the release. Planted bug
 //!   `delayq_bug_role_no_wake`: the release forgets it.
@@ -147,7 +151,7 @@ fn a_push_during_a_catch_up_is_not_left_behind() {
                 rig.ingress.drain_into(&mut got, 2);
                 drop(held);
                 rig.record(got);
-                look_after_release(|| !rig.ingress.is_empty(), || rig.combine_one());
+                look_after_release(|| rig.ingress.ready(), || rig.combine_one());
             })
         };
         let producer = {
@@ -164,7 +168,41 @@ fn a_push_during_a_catch_up_is_not_left_behind() {
     });
 }
 
-/// The model of the two tests above; `streaming[i]`: producer `i` leaves its
+/// Threads: producer A pushes two commands into the two-slot ingress and
+/// combines after each, producer B pushes one and combines, and the enqueue
+/// proxy's loop (main). The third push can find the ring full (its head
+/// claimed and unwritten, or written and not yet drained) and spill; the look
+/// for work (`Ingress::ready`) must then count the spill once the ring is
+/// drained, and must not count a claimed, unwritten head, whose producer
+/// hands it over itself. Planted bug `delayq_bug_ready_no_spill`: the look
+/// ignores the spill (a loom deadlock: the proxy parks with it left).
+#[test]
+fn a_push_that_spilled_behind_a_full_ring_is_not_left_behind() {
+    model(|| {
+        let rig = EnqueueRig::new(3);
+        let producers: Vec<_> = [(0u32, 2u32), (10, 1)]
+            .into_iter()
+            .map(|(first, n)| {
+                let rig = rig.clone();
+                thread::spawn(move || {
+                    for c in first..first + n {
+                        rig.ingress.push(c).expect("open ingress");
+                        rig.combine_one();
+                    }
+                })
+            })
+            .collect();
+        rig.run_proxy();
+        for p in producers {
+            p.join().unwrap();
+        }
+        let mut all = rig.drained.lock().unwrap().clone();
+        all.sort_unstable();
+        assert_eq!(all, vec![0, 1, 10], "a command drained twice or never");
+    });
+}
+
+/// The model of the first two tests above; `streaming[i]`: producer `i` leaves its
 /// push to the proxy instead of combining.
 fn pushes_reach_the_proxy(streaming: [bool; 2]) {
     model(move || {
@@ -244,7 +282,7 @@ impl EnqueueRig {
                 drop(held);
                 self.record(got);
             },
-            || !self.ingress.is_empty(),
+            || self.ingress.ready(),
         );
     }
 
@@ -267,10 +305,8 @@ impl EnqueueRig {
                 break;
             }
             self.bell.prepare_sleep();
-            if !self.ingress.is_empty() && !self.role.is_held_now() {
+            if self.ingress.ready() && !self.role.is_held_now() {
                 self.bell.awake();
-                // A producer may be mid-write: let it finish.
-                thread::yield_now();
                 continue;
             }
             if done() {
