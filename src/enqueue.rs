@@ -14,8 +14,8 @@
 //! after *its* release), or the holder sees the push (the store-buffering
 //! pair, SeqCst fences on both sides). A push behind a command still being
 //! written is not counted: that command's producer hands it over once
-//! written, and the drain it performs or rings for takes what follows. A holder performs at most
-//! [`CLIENT_ROUNDS`] batches of at most [`CLIENT_BATCH`] commands, then rings
+//! written, and the drain it performs or rings for takes what follows. A
+//! holder performs at most [`CLIENT_ROUNDS`] batches of at most [`CLIENT_BATCH`] commands, then rings
 //! the proxy for the rest — a second store-buffering pair with the proxy's
 //! `sleeping` flag (`wakeup.rs`). Loom: `loom-tests/models/role.rs`
 //! (`no_push_is_left_behind`), with the planted bug `delayq_bug_help_no_ring`.

@@ -172,10 +172,10 @@ impl<T> Ingress<T> {
     /// after a release; so a role's holder neither loops nor wakes the proxy
     /// for a producer that is off the CPU mid-push.
     pub(crate) fn ready(&self) -> bool {
-        // Acquire: as in `push`.
         // Planted bug for the loom suite: the spill is not looked at.
         #[cfg(delayq_bug_ready_no_spill)]
         return self.ring.head_ready();
+        // Acquire: as in `push`.
         #[cfg(not(delayq_bug_ready_no_spill))]
         return self.ring.head_ready() || (self.spilled.load(Ordering::Acquire) && self.ring.is_drained());
     }

@@ -113,7 +113,7 @@ fn a_consumer_that_wants_the_role_is_woken_by_the_release() {
 /// is a loom deadlock (the proxy waits for the last command forever).
 #[test]
 fn no_push_is_left_behind_a_parked_proxy() {
-    pushes_reach_the_proxy([false, false]);
+    pushes_reach_the_proxy([(0, 1, false), (1, 1, false)]);
 }
 
 /// As above, with the second producer finding the proxy streaming
@@ -124,7 +124,7 @@ fn no_push_is_left_behind_a_parked_proxy() {
 /// does not ring.
 #[test]
 fn no_push_is_left_behind_a_streaming_proxy() {
-    pushes_reach_the_proxy([false, true]);
+    pushes_reach_the_proxy([(0, 1, false), (1, 1, true)]);
 }
 
 /// Threads: a catch-up (`try_recv`'s: it waits for the enqueue role, drains
@@ -178,16 +178,29 @@ fn a_push_during_a_catch_up_is_not_left_behind() {
 /// ignores the spill (a loom deadlock: the proxy parks with it left).
 #[test]
 fn a_push_that_spilled_behind_a_full_ring_is_not_left_behind() {
-    model(|| {
-        let rig = EnqueueRig::new(3);
-        let producers: Vec<_> = [(0u32, 2u32), (10, 1)]
+    pushes_reach_the_proxy([(0, 2, false), (10, 1, false)]);
+}
+
+/// The model of `no_push_is_left_behind_*` and the test above: producer `i`
+/// pushes `n` commands numbered from `first` (`plan[i] = (first, n,
+/// streaming)`), each followed by its hand-over: `combine`, or with
+/// `streaming` a ring of the proxy and leave. Every command is drained
+/// exactly once.
+fn pushes_reach_the_proxy(plan: [(u32, u32, bool); 2]) {
+    model(move || {
+        let rig = EnqueueRig::new(plan.iter().map(|p| p.1 as usize).sum());
+        let producers: Vec<_> = plan
             .into_iter()
-            .map(|(first, n)| {
+            .map(|(first, n, streaming)| {
                 let rig = rig.clone();
                 thread::spawn(move || {
                     for c in first..first + n {
                         rig.ingress.push(c).expect("open ingress");
-                        rig.combine_one();
+                        if streaming {
+                            leave_to_proxy(&rig.bell);
+                        } else {
+                            rig.combine_one();
+                        }
                     }
                 })
             })
@@ -198,35 +211,9 @@ fn a_push_that_spilled_behind_a_full_ring_is_not_left_behind() {
         }
         let mut all = rig.drained.lock().unwrap().clone();
         all.sort_unstable();
-        assert_eq!(all, vec![0, 1, 10], "a command drained twice or never");
-    });
-}
-
-/// The model of the first two tests above; `streaming[i]`: producer `i` leaves its
-/// push to the proxy instead of combining.
-fn pushes_reach_the_proxy(streaming: [bool; 2]) {
-    model(move || {
-        let rig = EnqueueRig::new(2);
-        let producers: Vec<_> = (0..2u32)
-            .map(|i| {
-                let rig = rig.clone();
-                thread::spawn(move || {
-                    rig.ingress.push(i).expect("open ingress");
-                    if streaming[i as usize] {
-                        leave_to_proxy(&rig.bell);
-                    } else {
-                        rig.combine_one();
-                    }
-                })
-            })
-            .collect();
-        rig.run_proxy();
-        for p in producers {
-            p.join().unwrap();
-        }
-        let mut all = rig.drained.lock().unwrap().clone();
-        all.sort_unstable();
-        assert_eq!(all, vec![0, 1], "a command drained twice or never");
+        let mut want: Vec<u32> = plan.iter().flat_map(|&(first, n, _)| first..first + n).collect();
+        want.sort_unstable();
+        assert_eq!(all, want, "a command drained twice or never");
     });
 }
 
