@@ -16,7 +16,12 @@
 //!   the last sample that found the queue lagging: consumers that are absent
 //!   are not behind, and producers that send while nobody receives must not
 //!   pause. Each round shuts or opens it by the age of the oldest item it
-//!   moved. A send on the thread that performed the last dequeue round does
+//!   moved, and a consumer that finds nothing due (the egress empty, the
+//!   index's head not due) opens it ([`Admission::caught_up`]): what lagged
+//!   has been taken, and while the producers pause no round would come to
+//!   open it (1 × 1 unthrottled at D = 0: every thread idle for the whole
+//!   [`MAX_WAIT`], 1.5 → 3.0 M items/s with the opening; `docs/bench/README.md`,
+//!   twenty-third round). A send on the thread that performed the last dequeue round does
 //!   not wait for Lag ([`Admission::lag_waits`]): that thread is a consumer
 //!   (a thread that sends a burst and then receives it finds its own items
 //!   old in its round; criterion's `pair_batch` paused 1 ms a burst, 2.5 µs
@@ -186,6 +191,13 @@ impl Admission {
             self.open(Reason::Egress);
         }
         self.set(Reason::Lag, lag > LAG);
+    }
+
+    /// A consumer found nothing due: whatever lagged has been taken, so
+    /// [`Reason::Lag`] no longer holds (module docs). One load unless it is
+    /// set.
+    pub(crate) fn caught_up(&self) {
+        self.open(Reason::Lag);
     }
 
     fn set(&self, why: Reason, shut: bool) {

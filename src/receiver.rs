@@ -63,10 +63,15 @@ pub(crate) fn step<T>(s: &Shared<T>, rounds: bool, registered: bool) -> Step<T> 
         // them: a round pushes, then lowers or raises it.
         let head = s.index_head.load(Ordering::SeqCst);
         if head == NEVER {
+            s.signals.admission.caught_up();
             return Step::Empty;
         }
         let now = s.delivery_now();
-        if head > now || !rounds {
+        if head > now {
+            s.signals.admission.caught_up();
+            return Step::NotYet(head);
+        }
+        if !rounds {
             return Step::NotYet(head);
         }
         if let Some(held) = s.roles.dequeue.try_acquire_for(&s.signals.consumers) {
@@ -264,6 +269,7 @@ impl<T> Receiver<T> {
             }
             // Nothing pending at all: a true "nothing is due" at this read.
             if s.len() == 0 || crate::dequeue::catch_up(s) {
+                s.signals.admission.caught_up();
                 idle(s);
                 return Err(TryRecvError::Empty);
             }
