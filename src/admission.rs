@@ -16,13 +16,15 @@
 //!   the last sample that found the queue lagging: consumers that are absent
 //!   are not behind, and producers that send while nobody receives must not
 //!   pause. Each round shuts or opens it by the age of the oldest item it
-//!   moved, and a consumer that finds nothing due (the egress empty, the
-//!   index's head not due) opens it ([`Admission::caught_up`]): what lagged
-//!   has been taken, and while the producers pause no round would come to
-//!   open it (1 × 1 unthrottled at D = 0: every thread idle for the whole
-//!   [`MAX_WAIT`], 1.5 → 3.0 M items/s with the opening; `docs/bench/README.md`,
-//!   twenty-third round). A send on the thread that performed the last dequeue round does
-//!   not wait for Lag ([`Admission::lag_waits`]): that thread is a consumer
+//!   moved (a round that moves nothing opens it), and a consumer that finds
+//!   nothing left to take — the egress empty and nothing in the index that
+//!   can fall due, so it runs no round — opens it too
+//!   ([`Admission::caught_up`]): what lagged has been taken, and while the
+//!   producers pause no round would come to open it (1 × 1 unthrottled at
+//!   D = 0: every thread idle for the whole [`MAX_WAIT`], 1.3 → 3.1 M items/s
+//!   with the opening; `docs/bench/README.md`, twenty-third round). A send
+//!   on the thread that performed the last dequeue round does not wait for
+//!   Lag ([`Admission::lag_waits`]): that thread is a consumer
 //!   (a thread that sends a burst and then receives it finds its own items
 //!   old in its round; criterion's `pair_batch` paused 1 ms a burst, 2.5 µs
 //!   per send+recv instead of 0.2), and pausing it only delays the takes the
@@ -193,9 +195,9 @@ impl Admission {
         self.set(Reason::Lag, lag > LAG);
     }
 
-    /// A consumer found nothing due: whatever lagged has been taken, so
-    /// [`Reason::Lag`] no longer holds (module docs). One load unless it is
-    /// set.
+    /// A consumer found nothing left to take: whatever lagged has been
+    /// taken, so [`Reason::Lag`] no longer holds (module docs). One load
+    /// unless it is set.
     pub(crate) fn caught_up(&self) {
         self.open(Reason::Lag);
     }

@@ -67,11 +67,7 @@ pub(crate) fn step<T>(s: &Shared<T>, rounds: bool, registered: bool) -> Step<T> 
             return Step::Empty;
         }
         let now = s.delivery_now();
-        if head > now {
-            s.signals.admission.caught_up();
-            return Step::NotYet(head);
-        }
-        if !rounds {
+        if head > now || !rounds {
             return Step::NotYet(head);
         }
         if let Some(held) = s.roles.dequeue.try_acquire_for(&s.signals.consumers) {
@@ -268,8 +264,11 @@ impl<T> Receiver<T> {
                 return Err(TryRecvError::Disconnected);
             }
             // Nothing pending at all: a true "nothing is due" at this read.
-            if s.len() == 0 || crate::dequeue::catch_up(s) {
+            let none = s.len() == 0;
+            if none {
                 s.signals.admission.caught_up();
+            }
+            if none || crate::dequeue::catch_up(s) {
                 idle(s);
                 return Err(TryRecvError::Empty);
             }

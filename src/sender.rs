@@ -574,23 +574,22 @@ mod tests {
     }
 
     #[test]
-    fn a_consumer_that_finds_nothing_due_opens_a_gate_shut_for_lag() {
-        // A round that moved an old item shut the gate for Lag, and nothing
-        // is left due: no round would open it, and a paused send would wait
-        // out its pause (a minute here) with the consumers idle.
+    fn a_consumer_that_finds_nothing_left_opens_a_gate_shut_for_lag() {
+        // A round that moved an old item shut the gate for Lag, and the
+        // consumers took everything: no round would open it, and a paused
+        // send would wait out its pause (a minute here) with them idle.
         let (tx, rx) = with_max_wait(Duration::from_secs(60), crate::unbounded::<u32>);
         let gate = &tx.shared().signals.admission;
         gate.shut(Reason::Lag);
         assert_eq!(rx.try_recv(), Err(crate::TryRecvError::Empty));
         assert!(!gate.is_shut(), "try_recv on an empty queue left the gate shut");
-        // A blocking recv that finds nothing due opens it before it parks.
-        tx.send_after(1, Duration::from_secs(3600)).unwrap();
+        // A blocking recv that finds nothing left opens it before it parks.
         gate.shut(Reason::Lag);
         let rx2 = rx.clone();
         let waiting = std::thread::spawn(move || rx2.recv());
         let patience = Instant::now() + Duration::from_secs(20);
         while gate.is_shut() {
-            assert!(Instant::now() < patience, "a recv with nothing due left the gate shut");
+            assert!(Instant::now() < patience, "a recv with nothing left left the gate shut");
             std::thread::sleep(Duration::from_millis(1));
         }
         tx.send_after(2, Duration::ZERO).unwrap();
