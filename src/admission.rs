@@ -68,13 +68,18 @@
 //! Waiting follows `waiters.rs`: register, re-check (SeqCst load), park; the
 //! opener clears its bit with a SeqCst RMW, and the one that leaves no bit set
 //! wakes **one** waiting send (the notifier's fence is in `Waiters::notify`),
-//! and a send that the open gate lets go wakes all the others. So the opener
-//! pays one wake-up, not one per paused producer, while the paused sends still
-//! go together: a chain in which each woken send wakes only the next was as
-//! fast on a quiet machine but slow beside a CPU hog, where sends whose turn
-//! came late waited out `MAX_WAIT` and opened the gate for everyone
-//! (`docs/bench/README.md`, fifth round). `close`, disconnection and a send
-//! that waited `MAX_WAIT` wake every waiter themselves.
+//! and each send that the open gate lets go wakes the next: a chain, so the
+//! paused producers come back one at a time, while the gate stays open, and
+//! one that finds it shut again parks with the rest behind it. Waking them all
+//! at once (the fifth round's rule, kept until the twenty-fourth) made up to
+//! sixteen threads runnable for two CPUs at every opening, most of them only
+//! to pause again: the chain raised the unthrottled 16 × 16 throughput in
+//! four A/Bs, one of them beside a CPU hog (D = 1 ms medians 1.61 → 1.99,
+//! 2.22 → 2.64, 1.80 → 2.21 and 2.02 → 2.19 M items/s), with 4 × 4 within
+//! the noise (`docs/bench/README.md`, twenty-fourth round). A woken send that
+//! gives up on its own timeout passes the wake-up on (`waiters.rs`), so the
+//! chain does not break. `close`, disconnection and a send that waited
+//! `MAX_WAIT` wake every waiter themselves.
 //!
 //! The thresholds are measured, not derived (`docs/bench/README.md`, fifth
 //! and twelfth rounds): a shallower ingress (shut above 256 or 512) cost up to
@@ -251,7 +256,7 @@ impl Admission {
     }
 
     /// The backlog `why` names cleared: once no reason is left, the waiting
-    /// sends go (this wakes one, which wakes the others: `wait`).
+    /// sends go (this wakes one, which wakes the next: `wait`).
     pub(crate) fn open(&self, why: Reason) {
         let bit = why as usize;
         // SeqCst RMW: the waiter protocol's state change; the caller that
@@ -276,8 +281,8 @@ impl Admission {
     /// `MAX_WAIT` it goes on alone if `taken()` (the consumers' progress
     /// counter) moved meanwhile, and opens the gate for everyone if it did not
     /// (the consumers stopped: a bit may be left set with no round to clear it).
-    /// A send that the gate lets go wakes every other waiting one. Returns at
-    /// once on a mock clock, which never shuts it.
+    /// A send that the gate lets go wakes the next waiting one (a chain:
+    /// module docs). Returns at once on a mock clock, which never shuts it.
     pub(crate) fn wait(
         &self,
         clock: &Clock,
@@ -296,9 +301,9 @@ impl Admission {
             (self.shut.load(Ordering::SeqCst) == 0 || closed()).then_some(())
         });
         if passed.is_some() {
-            // Pass the opening on (`open` woke only one of us). With nobody
-            // waiting this is a fence and a relaxed load.
-            self.waiters.notify_all();
+            // Pass the opening on to the next (`open` woke only one of us).
+            // With nobody waiting this is a fence and a relaxed load.
+            self.waiters.notify(1);
         } else if deadline == limit && taken() == taken_before {
             self.open_all();
         }
@@ -388,7 +393,7 @@ pub(crate) mod tests {
 
     #[test]
     fn one_opening_releases_every_waiting_send() {
-        // `open` wakes one waiter and the released one wakes the others: all of
+        // `open` wakes one waiter and each released one wakes the next: all of
         // them must go, long before the minute after which they would open the
         // gate themselves.
         let a = Arc::new(Admission::with_max_wait(Duration::from_secs(60)));
