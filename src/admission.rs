@@ -68,18 +68,13 @@
 //! Waiting follows `waiters.rs`: register, re-check (SeqCst load), park; the
 //! opener clears its bit with a SeqCst RMW, and the one that leaves no bit set
 //! wakes **one** waiting send (the notifier's fence is in `Waiters::notify`),
-//! and each send that the open gate lets go wakes the next: a chain, so the
-//! paused producers come back one at a time, while the gate stays open, and
-//! one that finds it shut again parks with the rest behind it. Waking them all
-//! at once (the fifth round's rule, kept until the twenty-fourth) made up to
-//! sixteen threads runnable for two CPUs at every opening, most of them only
-//! to pause again: the chain raised the unthrottled 16 × 16 throughput in
-//! four A/Bs, one of them beside a CPU hog (D = 1 ms medians 1.61 → 1.99,
-//! 2.22 → 2.64, 1.80 → 2.21 and 2.02 → 2.19 M items/s), with 4 × 4 within
-//! the noise (`docs/bench/README.md`, twenty-fourth round). A woken send that
-//! gives up on its own timeout passes the wake-up on (`waiters.rs`), so the
-//! chain does not break. `close`, disconnection and a send that waited
-//! `MAX_WAIT` wake every waiter themselves.
+//! and each send that the open gate lets go wakes the next (a chain; a woken
+//! send that gives up passes the wake-up on: `waiters.rs`). Waking them all
+//! made up to sixteen producers runnable for two CPUs at every opening, most
+//! only to pause again: the chain raised the unthrottled 16 × 16 throughput
+//! in five A/Bs, two beside a CPU hog (`docs/bench/README.md`, twenty-fourth
+//! round). `close`, disconnection and a send that waited `MAX_WAIT` wake
+//! every waiter themselves.
 //!
 //! The thresholds are measured, not derived (`docs/bench/README.md`, fifth
 //! and twelfth rounds): a shallower ingress (shut above 256 or 512) cost up to
