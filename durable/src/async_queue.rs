@@ -218,12 +218,10 @@ impl LeaseGuard<'_> {
 impl Drop for LeaseGuard<'_> {
     fn drop(&mut self) {
         if let Some(waiting) = self.waiting.take() {
-            match waiting.try_take() {
-                Ok(Ok(Some(job))) => self.queue.release(&job),
-                Ok(_) => {}
-                // Dropped unfilled: marks the reply abandoned, so the writer
-                // skips the lease or gives it back (`writer.rs`).
-                Err(waiting) => drop(waiting),
+            // Unfilled, it is marked abandoned, so the writer skips the
+            // lease or gives it back (`writer.rs`); filled, we give it back.
+            if let Some(Ok(Some(job))) = waiting.abandon() {
+                self.queue.release(&job);
             }
         }
     }

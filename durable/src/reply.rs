@@ -134,20 +134,24 @@ impl<T> Waiting<T> {
         }
     }
 
-    /// The value if it has arrived, without waiting; the `Waiting` back if not.
+    /// Gives up waiting: the value, if it has arrived (it is the caller's
+    /// now); else `None`, with the slot marked abandoned, so that the
+    /// writer's `deliver` hands its value back. Both are decided in one hold
+    /// of the slot's lock: a look, then a drop that marks it, left a window
+    /// in which a fill landed unseen and a leased job went with the slot
+    /// until its lease ran out (`embedded_async`'s
+    /// `a_reserve_dropped_while_its_lease_commits_…` caught it once in CI).
     #[cfg(feature = "async")]
-    pub(crate) fn try_take(self) -> Result<Outcome<T>, Waiting<T>> {
+    pub(crate) fn abandon(self) -> Option<Outcome<T>> {
         let mut guard = self.slot.lock();
-        match guard.value.take() {
-            Some(value) => {
-                guard.taken = true;
-                Ok(value)
-            }
-            None => {
-                drop(guard);
-                Err(self)
-            }
+        let value = guard.value.take();
+        if value.is_some() {
+            guard.taken = true;
+        } else {
+            // Release: as in `drop`; `fill` reads it under this lock.
+            self.slot.abandoned.store(true, Ordering::Release);
         }
+        value
     }
 }
 
@@ -180,5 +184,21 @@ impl<T> Drop for Waiting<T> {
             self.slot.abandoned.store(true, Ordering::Release);
         }
         guard.waker = None;
+    }
+}
+
+#[cfg(all(test, feature = "async"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_abandoned_reply_hands_a_later_value_back_and_a_filled_one_to_the_caller() {
+        let (r, w) = reply::<u32>();
+        assert!(w.abandon().is_none(), "nothing arrived yet");
+        assert!(matches!(r.deliver(Ok(5)), Some(Ok(5))), "the writer keeps what nobody will take");
+
+        let (r, w) = reply::<u32>();
+        assert!(r.deliver(Ok(7)).is_none(), "the caller still waits");
+        assert!(matches!(w.abandon(), Some(Ok(7))), "the caller gets what arrived");
     }
 }
