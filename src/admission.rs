@@ -1,86 +1,46 @@
 //! Admission: blocking sends pause while the consumers fall behind.
 //!
-//! An unbounded queue has no capacity to stop its producers, and a bounded one
-//! may hold far more items than its consumers can take before those items'
-//! deadlines. Producers that never block keep the consumers waiting for a CPU
-//! (on 2 cores with 32 client threads a woken consumer waits milliseconds for
-//! its turn), due items pile up behind their deadlines, and every item is late
-//! by the whole backlog (a queue that delivers in order cannot do better once
-//! a backlog exists). So the queue has an admission gate that blocking sends
-//! look at. It is shut while any reason holds ([`Reason`], one bit each):
+//! Producers that never block keep the consumers waiting for a CPU (2 cores,
+//! 32 client threads), due items pile up behind their deadlines, and a queue
+//! that delivers in order is then late by its whole backlog. So blocking sends
+//! look at a gate, shut while any reason holds ([`Reason`], one bit each):
 //!
 //! - **Lag**: the oldest due item in the index has waited longer than [`LAG`]
 //!   while the consumers take. One blocking send in [`INGRESS_SAMPLE`] (by key)
 //!   reads `index_head` and the clock after its push (`dequeue::lagging`) and
 //!   shuts the gate ([`Admission::lagging`]) if the consumers took items since
-//!   the last sample that found the queue lagging: consumers that are absent
-//!   are not behind, and producers that send while nobody receives must not
-//!   pause. Each round shuts or opens it by the age of the oldest item it
-//!   moved (a round that moves nothing opens it), and a consumer that finds
-//!   nothing left to take — the egress empty and nothing in the index that
-//!   can fall due, so it runs no round — opens it too
-//!   ([`Admission::caught_up`]): what lagged has been taken, and while the
-//!   producers pause no round would come to open it (1 × 1 unthrottled at
-//!   D = 0: every thread idle for the whole [`MAX_WAIT`], 1.3 → 3.1 M items/s
-//!   with the opening; `docs/bench/README.md`, twenty-third round). A send
-//!   on the thread that performed the last dequeue round does not wait for
-//!   Lag ([`Admission::lag_waits`]): that thread is a consumer
-//!   (a thread that sends a burst and then receives it finds its own items
-//!   old in its round; criterion's `pair_batch` paused 1 ms a burst, 2.5 µs
-//!   per send+recv instead of 0.2), and pausing it only delays the takes the
-//!   gate waits for. This early signal — the age of what waits in the index, read at
-//!   the producers' pace — is what keeps unthrottled producers from building
-//!   the backlog; the lateness of what consumers take came too late
-//!   (`docs/bench/README.md`, twelfth round).
+//!   the last sample that found the queue lagging (absent consumers are not
+//!   behind). Each round shuts or opens it by the age of the oldest item it
+//!   moved, and a consumer that finds nothing left to take opens it
+//!   ([`Admission::caught_up`]). A send on the thread that performed the last
+//!   round does not wait for Lag ([`Admission::lag_waits`]): it is a consumer,
+//!   and its pause would only delay the takes the gate waits for.
 //! - **Ingress**: more than [`INGRESS_DEEP`] commands wait in front of the
-//!   enqueue role (its holder descheduled while producers push). The same
-//!   sampling send reads the ingress depth; whoever performs the role shuts it
-//!   after a drain of more than [`INGRESS_OPEN`] commands and opens it after a
-//!   drain of [`INGRESS_OPEN`] or fewer.
+//!   enqueue role. The sampling send reads the depth; whoever performs the
+//!   role shuts it after a drain of more than [`INGRESS_OPEN`] commands and
+//!   opens it after a shallower one.
 //! - **Egress**: a round on a system clock left due items in the index for
 //!   want of egress room; the next round that moves every due item clears it.
 //!
-//! A send that finds the gate shut waits **after** it has handed its item over,
-//! before it returns: the pause slows its caller's next send, not the item
-//! already sent, whose deadline was fixed before the call (a wait before the
-//! push made every paused item late by the pause: in the comparison harness's
-//! unthrottled runs, where each deadline is the send time plus up to 1 ms, most
-//! items were).
-//!
-//! `close`, disconnection and a producer that waited [`MAX_WAIT`] in vain open
-//! the gate for every reason. "In vain" means that the consumers took nothing
-//! during the wait (the egress's taken counter did not move): then a bit may be
-//! left set with no round to clear it, and this rule is what keeps the gate
-//! from being a capacity — consumers that stopped taking (or were never
-//! there) cost a blocking send at most one pause, never a hang. A send whose
-//! pause ran out while the consumers were taking goes on alone and leaves the
-//! gate shut for the others: the queue is working, and opening it for everyone
-//! there let every paused producer flood in whenever the consumers were short
-//! of CPU (beside a CPU hog, unthrottled p50 lateness of 32–116 ms in the
-//! comparison before this rule, 190–533 µs with it; `docs/bench/README.md`,
-//! fifth round and the committed run).
-//!
-//! Only the blocking sends (`send_at`, `send_after`, and the `_timeout` /
-//! `_deadline` forms, within their own timeout) wait here. `try_send_*`, the
-//! async sends and commands pass. A queue on a mock clock never shuts the gate,
-//! so deterministic tests and loom models run as before.
+//! A send that finds the gate shut waits **after** it has handed its item
+//! over: the pause slows its caller's next send, not the item already sent.
+//! `close`, disconnection and a send that waited [`MAX_WAIT`] in vain (the
+//! consumers took nothing meanwhile) open the gate for every reason, so the
+//! gate is never a capacity; a send whose pause ran out while the consumers
+//! were taking goes on alone and leaves the gate shut for the others. Only the
+//! blocking sends (`send_at`, `send_after`, and the `_timeout` / `_deadline`
+//! forms, within their own timeout) wait; `try_send_*`, the async sends and
+//! commands pass. A queue on a mock clock never shuts the gate.
 //!
 //! Waiting follows `waiters.rs`: register, re-check (SeqCst load), park; the
 //! opener clears its bit with a SeqCst RMW, and the one that leaves no bit set
-//! wakes **one** waiting send (the notifier's fence is in `Waiters::notify`),
-//! and each send that the open gate lets go wakes the next (a chain; a woken
-//! send that gives up passes the wake-up on: `waiters.rs`). Waking them all
-//! made up to sixteen producers runnable for two CPUs at every opening, most
-//! only to pause again: the chain raised the unthrottled 16 × 16 throughput
-//! in five A/Bs, two beside a CPU hog (`docs/bench/README.md`, twenty-fourth
-//! round). `close`, disconnection and a send that waited `MAX_WAIT` wake
-//! every waiter themselves.
-//!
-//! The thresholds are measured, not derived (`docs/bench/README.md`, fifth
-//! and twelfth rounds): a shallower ingress (shut above 256 or 512) cost up to
-//! 40 % of the throughput, because every pause is a park and a wake-up; a
-//! [`LAG`] of 200 µs halved the unthrottled p50 lateness of 500 µs at the same
-//! throughput, and 50 µs cost throughput.
+//! wakes **one** waiting send (the notifier's fence is in `Waiters::notify`);
+//! each send that the open gate lets go wakes the next (a chain; a woken send
+//! that gives up passes the wake-up on). `close`, disconnection and a send
+//! that waited `MAX_WAIT` wake every waiter. Why each rule, and the
+//! measurements behind the thresholds: `docs/ARCHITECTURE.md` (Admission) and
+//! `docs/bench/README.md` (fifth, twelfth, twenty-third and twenty-fourth
+//! rounds).
 
 use crate::clock::Clock;
 use crate::sync::{AtomicUsize, Ordering};
@@ -169,11 +129,7 @@ impl Admission {
     /// The enqueue role drained `drained` commands in one batch: a deep
     /// drain shuts the gate, a shallow one opens it.
     pub(crate) fn after_drain(&self, drained: usize) {
-        if drained > INGRESS_OPEN {
-            self.shut(Reason::Ingress);
-        } else {
-            self.open(Reason::Ingress);
-        }
+        self.set(Reason::Ingress, drained > INGRESS_OPEN);
     }
 
     /// A dequeue round on a system clock: `due_left` if it left due items in
@@ -187,11 +143,7 @@ impl Admission {
         if self.last_round_by.load(Ordering::Relaxed) != me {
             self.last_round_by.store(me, Ordering::Relaxed);
         }
-        if due_left {
-            self.shut(Reason::Egress);
-        } else {
-            self.open(Reason::Egress);
-        }
+        self.set(Reason::Egress, due_left);
         self.set(Reason::Lag, lag > LAG);
     }
 

@@ -8,7 +8,6 @@ use crate::index::Kind;
 use crate::receiver::Receiver;
 use crate::sender::Sender;
 use crate::shared::Layout;
-use std::time::Duration;
 
 /// Ingress ring slots: a batching buffer; overflow spills, it never blocks.
 const INGRESS_SLOTS: usize = 4096;
@@ -232,33 +231,6 @@ impl Builder {
     #[doc(hidden)]
     pub fn egress_slots(mut self, slots: usize) -> Builder {
         self.egress_slots = slots;
-        self
-    }
-
-    /// Accepted and ignored: kept so that code written for earlier versions
-    /// compiles. Those moved items into the consumers' ring up to `ahead`
-    /// before their deadline ("staging"), so that a consumer's own timer
-    /// released them; now the consumer that waits for the next deadline moves
-    /// the due items itself when its timer fires (one wake-up at the deadline
-    /// either way), and nothing is moved before its deadline, so there is
-    /// nothing to set (docs/bench/README.md, twelfth round: the measurements
-    /// that removed staging).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # #![allow(deprecated)]
-    /// use std::time::{Duration, Instant};
-    ///
-    /// let (tx, rx) = delayq::Builder::new().stage_ahead(Duration::from_micros(100)).build().unwrap();
-    /// let at = Instant::now() + Duration::from_millis(2);
-    /// tx.send_at('a', at).unwrap();
-    /// assert_eq!(rx.recv(), Ok('a'));
-    /// assert!(Instant::now() >= at);
-    /// ```
-    #[deprecated(note = "nothing is staged ahead of its deadline any more: the option has no effect")]
-    pub fn stage_ahead(self, ahead: Duration) -> Builder {
-        let _ = ahead;
         self
     }
 

@@ -244,9 +244,3 @@ impl<T> Drop for Chan<T> {
         }
     }
 }
-
-impl<T> std::fmt::Debug for Chan<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Chan").field("threads", &self.threads.len()).finish()
-    }
-}

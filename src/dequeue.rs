@@ -92,9 +92,7 @@ pub(crate) fn after_round<T>(s: &Shared<T>, r: &Round, taker: bool) {
     }
     s.tidy_later(r.tidy);
     s.metrics.dequeue_round(r.moved);
-    if s.metrics.recording() {
-        s.sample_metrics();
-    }
+    s.sample_metrics();
     let others = if taker { 0 } else { r.moved.min(2) };
     if others > 0 {
         s.signals.consumers.notify(others);
@@ -142,7 +140,7 @@ pub(crate) fn run<T>(s: &Shared<T>, parker: &Parker) {
                     }
                     continue;
                 };
-                s.lead.give_up(encode_proxy(l.at));
+                s.lead.give_up(crate::lead::encode(l.at, true));
                 let r = round(s, s.delivery_now());
                 drop(held);
                 s.metrics.proxy_round(false);
@@ -213,11 +211,6 @@ fn look_at_memory<T>(s: &Shared<T>) {
         let at = s.tidy(&mut lock(&s.timers));
         s.tidy_later(at);
     }
-}
-
-/// The lead's value of a proxy leading for `at` (`Lead::take`'s encoding).
-fn encode_proxy(at: u64) -> u64 {
-    at | 1
 }
 
 /// Asks the dequeue proxy to lead for `at` on a receiver's behalf (an async

@@ -20,7 +20,8 @@
 //!
 //! **Room.** The round that finds the ring full leaves the rest of the due
 //! items in the index; the consumers that empty the ring run the next round
-//! themselves (`receiver.rs`), so nobody waits for room.
+//! themselves (`receiver.rs`), so nobody waits for room, but the dequeue
+//! proxy with `helping(false)` (`dequeue::wait_for_room`).
 
 use crate::sync::{spin, AtomicU64, AtomicUsize, Backoff, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
@@ -121,7 +122,7 @@ impl<T> Egress<T> {
         // Relaxed: only we write `tail`.
         let tail = self.tail.load(Ordering::Relaxed);
         let slot = &self.slots[tail & self.mask];
-        let mut backoff = Backoff::new();
+        let mut backoff = Backoff::default();
         loop {
             // Acquire: pairs with the Release stamp store of the take that freed it.
             let stamp = slot.stamp.load(Ordering::Acquire);
@@ -235,12 +236,6 @@ impl<T> Egress<T> {
 impl<T> Drop for Egress<T> {
     fn drop(&mut self) {
         while self.take().is_some() {}
-    }
-}
-
-impl<T> std::fmt::Debug for Egress<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Egress").field("len", &self.len()).field("capacity", &self.capacity()).finish()
     }
 }
 

@@ -298,12 +298,6 @@ pub(crate) fn look_after_release<T>(shared: &Shared<T>) {
     crate::role::look_after_release(|| shared.ingress.ready(), || hand_over(shared));
 }
 
-/// Performs the role for a blocking send that found the ingress ring full
-/// (`Ingress::push_or_wait`).
-pub(crate) fn help_full_ring<T>(s: &Shared<T>) {
-    hand_over(s);
-}
-
 /// One batch of up to `max` commands, drained and applied in one critical
 /// section of the timers lock (so no command is ever out of the ingress and
 /// not yet applied while the lock is free); the caller holds the enqueue

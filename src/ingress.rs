@@ -207,9 +207,3 @@ impl<T> Ingress<T> {
         }
     }
 }
-
-impl<T> std::fmt::Debug for Ingress<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ingress").field("ring", &self.ring).finish()
-    }
-}

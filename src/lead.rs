@@ -56,7 +56,7 @@ pub(crate) struct Lead {
     v: CachePadded<AtomicU64>,
 }
 
-fn encode(at: u64, proxy: bool) -> u64 {
+pub(crate) fn encode(at: u64, proxy: bool) -> u64 {
     // At least 2: tick 0 and 1 would read as "nobody" or a bare flag.
     (at & !PROXY).max(2) | u64::from(proxy)
 }

@@ -76,9 +76,3 @@ impl<R> Reply<R> {
         }
     }
 }
-
-impl<R> std::fmt::Debug for Answer<R> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Answer")
-    }
-}

@@ -23,13 +23,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A due item as it leaves the egress ring: `(deadline ticks, key, item)`.
-pub(crate) type Raw<T> = Due<T>;
-
 /// What one look found (`step`).
 pub(crate) enum Step<T> {
     /// A due item, now the caller's.
-    Item(Raw<T>),
+    Item(Due<T>),
     /// Nothing due yet: the index's earliest deadline (a lower bound), or,
     /// for a caller that performs no rounds, a due one.
     NotYet(u64),
@@ -41,7 +38,7 @@ pub(crate) enum Step<T> {
 }
 
 /// One look at the egress ring: takes the oldest entry.
-fn look<T>(s: &Shared<T>) -> Option<Raw<T>> {
+fn look<T>(s: &Shared<T>) -> Option<Due<T>> {
     let entry = s.egress.take()?;
     taken(s, 1);
     if s.metrics.recording() {
@@ -85,26 +82,26 @@ pub(crate) fn step<T>(s: &Shared<T>, rounds: bool, registered: bool) -> Step<T> 
     }
 }
 
-/// Takes due items into `buf` until `limit`, or until the ring is empty.
-pub(crate) fn take_many<T>(s: &Shared<T>, buf: &mut Vec<Raw<T>>, limit: usize) -> usize {
-    let mut n = 0;
-    while n < limit {
+/// `first`, then the due items behind it in the ring, up to `limit` in all.
+pub(crate) fn take_many<T>(s: &Shared<T>, first: Due<T>, limit: usize) -> Vec<Due<T>> {
+    let mut all = Vec::with_capacity(limit.min(s.egress.capacity()));
+    all.push(first);
+    while all.len() < limit {
         match s.egress.take() {
-            Some(entry) => buf.push(entry),
+            Some(entry) => all.push(entry),
             None => break,
         }
-        n += 1;
     }
-    if n > 0 {
-        taken(s, n);
+    if all.len() > 1 {
+        taken(s, all.len() - 1);
         if s.metrics.recording() {
             let now = s.now_ticks();
-            for e in &buf[buf.len() - n..] {
+            for e in &all[1..] {
                 s.metrics.lateness_ns(now.saturating_sub(e.0));
             }
         }
     }
-    n
+    all
 }
 
 /// The most consumers woken by the chain wake-up (`taken`) and not yet run:
@@ -148,15 +145,6 @@ fn taken<T>(s: &Shared<T>, n: usize) {
     }
 }
 
-/// A consumer found nothing due (it is about to park, or the queue is
-/// exhausted): the queue may have gone quiet, and no round would bring the
-/// metrics up to date.
-pub(crate) fn idle<T>(s: &Shared<T>) {
-    if s.metrics.recording() {
-        s.sample_metrics();
-    }
-}
-
 /// The receiving half of a delay queue. `Clone + Send + Sync`.
 ///
 /// Due items wait in a lock-free egress ring, in deadline order; a receiver
@@ -196,14 +184,16 @@ impl<T> Receiver<T> {
         &self,
         registered: bool,
         not_yet: impl FnOnce(u64),
-    ) -> Option<Result<Raw<T>, RecvError>> {
+    ) -> Option<Result<Due<T>, RecvError>> {
         let s = &self.chan.shared;
         match step(s, s.helping, registered) {
             Step::Item(entry) => return Some(Ok(entry)),
             Step::NotYet(at) if registered => not_yet(at),
             Step::NotYet(_) | Step::Busy | Step::Empty => {}
         }
-        idle(s);
+        // Nothing due: the queue may have gone quiet, and no round would
+        // bring the metrics up to date.
+        s.sample_metrics();
         s.counter.is_exhausted().then_some(Err(RecvError))
     }
 
@@ -212,7 +202,7 @@ impl<T> Receiver<T> {
     /// index's next deadline (`lead.rs`) and parks until then, to run the
     /// round itself; or parks untimed if another leads for one no later.
     /// Without helping it asks the dequeue proxy to lead instead.
-    fn wait(&self, deadline: Option<Instant>) -> Option<Result<Raw<T>, RecvError>> {
+    fn wait(&self, deadline: Option<Instant>) -> Option<Result<Due<T>, RecvError>> {
         let s = &self.chan.shared;
         // The lead's value while this consumer leads; whether the last
         // attempt gave the lead up.
@@ -247,14 +237,14 @@ impl<T> Receiver<T> {
         got
     }
 
-    fn recv_raw(&self) -> Result<Raw<T>, RecvError> {
+    fn recv_raw(&self) -> Result<Due<T>, RecvError> {
         self.wait(None).unwrap_or(Err(RecvError))
     }
 
     /// A look; then, while items are pending and the ring is empty, a
     /// catch-up (`dequeue::catch_up`) that moves what is due or proves that
     /// nothing is, and another look.
-    fn try_recv_raw(&self) -> Result<Raw<T>, TryRecvError> {
+    fn try_recv_raw(&self) -> Result<Due<T>, TryRecvError> {
         let s = &self.chan.shared;
         loop {
             if let Some(e) = look(s) {
@@ -269,13 +259,13 @@ impl<T> Receiver<T> {
                 s.signals.admission.caught_up();
             }
             if none || crate::dequeue::catch_up(s) {
-                idle(s);
+                s.sample_metrics();
                 return Err(TryRecvError::Empty);
             }
         }
     }
 
-    fn recv_raw_deadline(&self, deadline: Instant) -> Result<Raw<T>, RecvTimeoutError> {
+    fn recv_raw_deadline(&self, deadline: Instant) -> Result<Due<T>, RecvTimeoutError> {
         match self.wait(Some(deadline)) {
             Some(Ok(t)) => Ok(t),
             Some(Err(_)) => Err(RecvTimeoutError::Disconnected),
@@ -287,20 +277,28 @@ impl<T> Receiver<T> {
         }
     }
 
-    fn recv_raw_timeout(&self, timeout: Duration) -> Result<Raw<T>, RecvTimeoutError> {
+    fn recv_raw_timeout(&self, timeout: Duration) -> Result<Due<T>, RecvTimeoutError> {
         match self.chan.shared.clock.now().checked_add(timeout) {
             Some(deadline) => self.recv_raw_deadline(deadline),
             None => self.recv_raw().map_err(RecvTimeoutError::from),
         }
     }
 
-    /// Blocks for the first item, then takes what else is due, up to `limit`.
-    fn recv_many_raw(&self, limit: usize) -> Result<Vec<Raw<T>>, RecvError> {
-        let first = self.recv_raw()?;
-        let mut all = Vec::with_capacity(limit.min(self.chan.shared.egress.capacity()));
-        all.push(first);
-        take_many(&self.chan.shared, &mut all, limit - 1);
-        Ok(all)
+    /// Blocks for the first item, then appends what else is due to `buf`, up
+    /// to `limit` in all, each as `f` makes it.
+    fn recv_many_with<U>(
+        &self,
+        buf: &mut Vec<U>,
+        limit: usize,
+        f: impl FnMut(Due<T>) -> U,
+    ) -> Result<usize, RecvError> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        let all = take_many(&self.chan.shared, self.recv_raw()?, limit);
+        let n = all.len();
+        buf.extend(all.into_iter().map(f));
+        Ok(n)
     }
 
     /// The queue's internals (the async front-end).
@@ -309,7 +307,7 @@ impl<T> Receiver<T> {
         &self.chan.shared
     }
 
-    pub(crate) fn entry(&self, (deadline, seq, item): Raw<T>) -> Expired<T> {
+    pub(crate) fn entry(&self, (deadline, seq, item): Due<T>) -> Expired<T> {
         let s = &self.chan.shared;
         Expired { item, key: Key { queue: s.id, seq }, deadline: s.ticks.instant(deadline) }
     }
@@ -454,13 +452,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(buf, vec![0, 1, 2, 3, 4]);
     /// ```
     pub fn recv_many(&self, buf: &mut Vec<T>, limit: usize) -> Result<usize, RecvError> {
-        if limit == 0 {
-            return Ok(0);
-        }
-        let all = self.recv_many_raw(limit)?;
-        let n = all.len();
-        buf.extend(all.into_iter().map(|(_, _, item)| item));
-        Ok(n)
+        self.recv_many_with(buf, limit, |(_, _, item)| item)
     }
 
     /// As [`recv`](Receiver::recv), with the item's key and deadline.
@@ -572,13 +564,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(keys, [b, a]); // earliest deadline first
     /// ```
     pub fn recv_many_entries(&self, buf: &mut Vec<Expired<T>>, limit: usize) -> Result<usize, RecvError> {
-        if limit == 0 {
-            return Ok(0);
-        }
-        let all = self.recv_many_raw(limit)?;
-        let n = all.len();
-        buf.extend(all.into_iter().map(|r| self.entry(r)));
-        Ok(n)
+        self.recv_many_with(buf, limit, |r| self.entry(r))
     }
 
     /// A blocking iterator: [`recv`](Receiver::recv) until it fails.

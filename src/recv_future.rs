@@ -22,9 +22,10 @@
 //! to another waiting receiver, so the item is not left waiting for a receiver
 //! that is gone.
 
+use crate::egress::Due;
 use crate::error::RecvError;
 use crate::expired::Expired;
-use crate::receiver::{take_many, Raw, Receiver};
+use crate::receiver::{take_many, Receiver};
 use crate::waiters::Slot;
 use std::fmt;
 use std::future::Future;
@@ -146,7 +147,7 @@ impl<T> Receiver<T> {
     /// it cannot sleep until a deadline: when nothing is due it asks the
     /// dequeue proxy to lead for the next one (`lead.rs`), unless someone
     /// leads for it already.
-    fn poll_raw(&self, slot: &mut Slot, cx: &mut Context<'_>) -> Poll<Result<Raw<T>, RecvError>> {
+    fn poll_raw(&self, slot: &mut Slot, cx: &mut Context<'_>) -> Poll<Result<Due<T>, RecvError>> {
         let s = self.shared();
         slot.poll(&s.signals.consumers, cx, |registered| {
             self.attempt(registered, |at| crate::dequeue::ask_proxy(s, at))
@@ -173,12 +174,6 @@ impl<T> Future for RecvFut<'_, T> {
     }
 }
 
-impl<T> Drop for RecvFut<'_, T> {
-    fn drop(&mut self) {
-        self.slot.leave(&self.rx.shared().signals.consumers);
-    }
-}
-
 /// The future of [`Receiver::recv_entry_async`]: `Output = Result<Expired<T>, RecvError>`.
 /// Cancellation safe, as [`RecvFut`].
 #[must_use = "futures do nothing unless polled"]
@@ -193,12 +188,6 @@ impl<T> Future for RecvEntryFut<'_, T> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         this.rx.poll_raw(&mut this.slot, cx).map(|r| r.map(|raw| this.rx.entry(raw)))
-    }
-}
-
-impl<T> Drop for RecvEntryFut<'_, T> {
-    fn drop(&mut self) {
-        self.slot.leave(&self.rx.shared().signals.consumers);
     }
 }
 
@@ -226,18 +215,10 @@ impl<T> Future for RecvManyFut<'_, T> {
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Pending => return Poll::Pending,
         };
-        let mut all = Vec::with_capacity(this.limit.min(this.rx.shared().egress.capacity()));
-        all.push(first);
-        take_many(this.rx.shared(), &mut all, this.limit - 1);
+        let all = take_many(this.rx.shared(), first, this.limit);
         let n = all.len();
         this.buf.extend(all.into_iter().map(|(_, _, item)| item));
         Poll::Ready(Ok(n))
-    }
-}
-
-impl<T> Drop for RecvManyFut<'_, T> {
-    fn drop(&mut self) {
-        self.slot.leave(&self.rx.shared().signals.consumers);
     }
 }
 
@@ -258,12 +239,6 @@ impl<T> futures_core::Stream for RecvStream<'_, T> {
     }
 }
 
-impl<T> Drop for RecvStream<'_, T> {
-    fn drop(&mut self) {
-        self.slot.leave(&self.rx.shared().signals.consumers);
-    }
-}
-
 /// The stream of [`Receiver::into_stream`], owning its receiver.
 #[must_use = "streams do nothing unless polled"]
 pub struct IntoStream<T> {
@@ -280,15 +255,17 @@ impl<T> futures_core::Stream for IntoStream<T> {
     }
 }
 
-impl<T> Drop for IntoStream<T> {
-    fn drop(&mut self) {
-        self.slot.leave(&self.rx.shared().signals.consumers);
-    }
-}
+/// Each future and stream leaves the consumers' waiter list when dropped (a
+/// wake-up it received and did not use passes on), and prints as its name.
+macro_rules! leave_on_drop {
+    ($($name:ident $(<$lt:lifetime>)?),*) => {$(
+        impl<T> Drop for $name<$($lt,)? T> {
+            fn drop(&mut self) {
+                self.slot.leave(&self.rx.shared().signals.consumers);
+            }
+        }
 
-macro_rules! debug_as_name {
-    ($($name:ident),*) => {$(
-        impl<T> fmt::Debug for $name<'_, T> {
+        impl<T> fmt::Debug for $name<$($lt,)? T> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(concat!(stringify!($name), " { .. }"))
             }
@@ -296,13 +273,7 @@ macro_rules! debug_as_name {
     )*};
 }
 
-debug_as_name!(RecvFut, RecvEntryFut, RecvManyFut, RecvStream);
-
-impl<T> fmt::Debug for IntoStream<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("IntoStream { .. }")
-    }
-}
+leave_on_drop!(RecvFut<'_>, RecvEntryFut<'_>, RecvManyFut<'_>, RecvStream<'_>, IntoStream);
 
 /// Runs `f` to completion on this thread, parking it between polls: a minimal
 /// executor for the examples in these docs (any executor does; this one keeps the

@@ -69,15 +69,11 @@ impl<T> Ring<T> {
         }
     }
 
-    pub(crate) fn capacity(&self) -> usize {
-        self.mask + 1
-    }
-
     pub(crate) fn push(&self, value: T) -> Result<(), PushError<T>> {
         // Relaxed: the stamp load below (Acquire) is what orders us after the slot's
         // previous pop; `tail` only picks the position to try.
         let mut tail = self.tail.load(Ordering::Relaxed);
-        let mut backoff = Backoff::new();
+        let mut backoff = Backoff::default();
         loop {
             if tail & CLOSED != 0 {
                 return Err(PushError::Closed(value));
@@ -182,12 +178,6 @@ impl<T> Drop for Ring<T> {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no other pop runs.
         while unsafe { self.pop_exclusive() }.is_some() {}
-    }
-}
-
-impl<T> std::fmt::Debug for Ring<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ring").field("len", &self.len()).field("capacity", &self.capacity()).finish()
     }
 }
 

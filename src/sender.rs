@@ -82,7 +82,7 @@ fn attempt_send<T>(s: &Shared<T>, item: T, deadline: u64, wait: Wait) -> Result<
     // Only a send that may block forever waits for ring room (back-pressure);
     // the others spill, so they never report a timeout or "full" for it.
     let pushed = match wait {
-        Wait::Until(None) => s.ingress.push_or_wait(cmd, || enqueue::help_full_ring(s)),
+        Wait::Until(None) => s.ingress.push_or_wait(cmd, || enqueue::hand_over(s)),
         _ => s.ingress.push(cmd),
     };
     if let Err(cmd) = pushed {
@@ -164,6 +164,12 @@ impl<T> Sender<T> {
         send(s, item, deadline, wait).map(|seq| Key { queue: s.id, seq })
     }
 
+    /// Waits for room without a deadline, so it fails only on disconnection.
+    fn send_blocking(&self, item: T, deadline: u64) -> Result<Key, SendError<T>> {
+        self.send_ticks(item, deadline, Wait::Until(None))
+            .map_err(|(SendFail::Disconnected(t) | SendFail::Full(t) | SendFail::Timeout(t))| SendError(t))
+    }
+
     /// Sends `item`, due at `deadline` by the queue's clock. A deadline in the past
     /// is due at once. Blocks while a bounded queue is full. While the queue is
     /// behind (unthrottled producers), it may also pause for up to 1 ms *after*
@@ -189,10 +195,7 @@ impl<T> Sender<T> {
     /// ```
     pub fn send_at(&self, item: T, deadline: Instant) -> Result<Key, SendError<T>> {
         let d = self.chan.shared.deadline_ticks(deadline);
-        match self.send_ticks(item, d, Wait::Until(None)) {
-            Ok(k) => Ok(k),
-            Err(SendFail::Disconnected(t) | SendFail::Full(t) | SendFail::Timeout(t)) => Err(SendError(t)),
-        }
+        self.send_blocking(item, d)
     }
 
     /// Sends `item`, due `delay` from now by the queue's clock. A deadline at or
@@ -216,12 +219,8 @@ impl<T> Sender<T> {
     /// assert_eq!(rx.len(), 1);
     /// ```
     pub fn send_after(&self, item: T, delay: Duration) -> Result<Key, SendError<T>> {
-        let s = &self.chan.shared;
-        let d = Ticks::after(s.now_ticks(), delay);
-        match self.send_ticks(item, d, Wait::Until(None)) {
-            Ok(k) => Ok(k),
-            Err(SendFail::Disconnected(t) | SendFail::Full(t) | SendFail::Timeout(t)) => Err(SendError(t)),
-        }
+        let d = Ticks::after(self.chan.shared.now_ticks(), delay);
+        self.send_blocking(item, d)
     }
 
     /// Sends `item` due at `deadline` if that can be done without blocking.

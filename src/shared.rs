@@ -146,7 +146,7 @@ impl<T> Shared<T> {
         let ticks = Ticks::new(clock.now());
         let now = ticks.now(clock.now());
         Shared {
-            id: next_queue_id(),
+            id: QUEUE_IDS.next(),
             counter: Counter::new(layout.capacity),
             next_key: CachePadded::new(AtomicU64::new(1)),
             ingress: Ingress::new(layout.ingress_slots),
@@ -247,8 +247,11 @@ impl<T> Shared<T> {
     }
 
     /// Brings the metrics' gauges and the received count up to date
-    /// (`metrics.rs`).
+    /// (`metrics.rs`), if they are recorded.
     pub(crate) fn sample_metrics(&self) {
+        if !self.metrics.recording() {
+            return;
+        }
         // The head first, then what left the ring otherwise: a sample can
         // only undercount the receives (`Egress::received_so_far`).
         let received = self.egress.received_so_far();
@@ -303,7 +306,4 @@ impl<T> Shared<T> {
 }
 
 /// A process-wide id for each queue, so that keys of different queues differ.
-fn next_queue_id() -> u64 {
-    static QUEUE_IDS: IdCounter = IdCounter::new();
-    QUEUE_IDS.next()
-}
+static QUEUE_IDS: IdCounter = IdCounter::new();

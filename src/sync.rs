@@ -57,10 +57,6 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
-    pub(crate) fn new() -> Self {
-        Backoff::default()
-    }
-
     pub(crate) fn snooze(&mut self) {
         #[cfg(not(delayq_loom))]
         self.inner.snooze();
@@ -302,12 +298,14 @@ pub(crate) fn park_with_slack(parker: &Parker, deadline: Instant, ns: u64) {
     }
 }
 
+#[cfg(all(target_os = "linux", not(delayq_loom)))]
+extern "C" {
+    fn prctl(option: std::ffi::c_int, ...) -> std::ffi::c_int;
+}
+
 /// This thread's timer slack in nanoseconds (Linux `PR_GET_TIMERSLACK`).
 #[cfg(all(target_os = "linux", not(delayq_loom)))]
 fn timer_slack() -> u64 {
-    extern "C" {
-        fn prctl(option: std::ffi::c_int, ...) -> std::ffi::c_int;
-    }
     const PR_GET_TIMERSLACK: std::ffi::c_int = 30;
     // SAFETY: PR_GET_TIMERSLACK takes no argument, touches no memory of ours
     // and returns the calling thread's slack (or -1 on an old kernel).
@@ -322,9 +320,6 @@ fn timer_slack() -> u64 {
 pub(crate) fn set_timer_slack(ns: u64) {
     #[cfg(all(target_os = "linux", not(delayq_loom)))]
     {
-        extern "C" {
-            fn prctl(option: std::ffi::c_int, ...) -> std::ffi::c_int;
-        }
         const PR_SET_TIMERSLACK: std::ffi::c_int = 29;
         // SAFETY: PR_SET_TIMERSLACK takes one unsigned long by value and touches
         // no memory of ours; it only changes a scheduling attribute of the calling

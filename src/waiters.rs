@@ -111,8 +111,9 @@ impl Waiters {
     /// (`a_woken_consumer_covers_a_take_that_leaves_items`, planted bug
     /// `delayq_bug_woken_never_runs`).
     pub(crate) fn wake_one_unless_woken(&self, bound: impl FnOnce() -> usize) {
-        // Relaxed: ordered by the caller's fence, as above.
-        if self.has_waiters() && self.woken.load(Ordering::Relaxed) < bound() {
+        // Relaxed: ordered by the caller's fence, as above (`len` is a hint;
+        // `notify_after_fence` decides under the lock).
+        if self.len.load(Ordering::Relaxed) != 0 && self.woken.load(Ordering::Relaxed) < bound() {
             self.notify_after_fence(1);
         }
     }
@@ -155,12 +156,6 @@ impl Waiters {
         drop(l);
         // Wake with the lock released; a panicking waker wakes the rest.
         woken.into_iter().for_each(crate::contain::wake);
-    }
-
-    /// Whether anyone waits (a hint; read it after the notifier's fence).
-    pub(crate) fn has_waiters(&self) -> bool {
-        // Relaxed: a hint; `notify_after_fence` decides under the lock.
-        self.len.load(Ordering::Relaxed) != 0
     }
 
     pub(crate) fn notify_all(&self) {
@@ -285,7 +280,51 @@ pub(crate) fn block_on_until<R>(
     if let Ok(r) = attempt(false) {
         return Some(r);
     }
-    with_thread_parker(|parker, waker| block_registered(waiters, clock, deadline, attempt, parker, waker))
+    let expired = |clock: &Clock| deadline.is_some_and(|d| clock.now() >= d);
+    with_thread_parker(|parker, waker| {
+        loop {
+            let ticket = waiters.register_thread(waker);
+            // The last attempt's answer decides how long to park.
+            let again = match attempt(true) {
+                Ok(r) => {
+                    if !waiters.unregister(ticket) {
+                        // A notifier took our entry meanwhile, for something other
+                        // than what the re-check found: pass the notification on
+                        // (found by loom: `block_on_never_loses_a_notification`).
+                        waiters.notify(1);
+                    }
+                    return Some(r);
+                }
+                Err(t) => t,
+            };
+            if expired(clock) {
+                if !waiters.unregister(ticket) {
+                    waiters.notify(1);
+                }
+                return None;
+            }
+            let until = match (deadline, again) {
+                (Some(d), Some(t)) => Some(d.min(t)),
+                (d, t) => d.or(t),
+            };
+            if again.is_some() {
+                clock.park_lead(parker, until);
+            } else {
+                clock.park(parker, until);
+            }
+            let notified = !waiters.unregister(ticket);
+            if let Ok(r) = attempt(false) {
+                return Some(r);
+            }
+            if expired(clock) {
+                if notified {
+                    // We were woken for something we will not take: pass it on.
+                    waiters.notify(1);
+                }
+                return None;
+            }
+        }
+    })
 }
 
 /// Runs `f` with this thread's parker and its waker, made once per thread
@@ -317,60 +356,6 @@ fn with_thread_parker<R>(f: impl FnOnce(&Parker, &Waker) -> R) -> R {
     {
         let (parker, waker) = fresh();
         f(&parker, &waker)
-    }
-}
-
-/// `block_on_until`'s loop, after a first attempt without registering failed.
-fn block_registered<R>(
-    waiters: &Waiters,
-    clock: &Clock,
-    deadline: Option<Instant>,
-    mut attempt: impl FnMut(bool) -> Result<R, Option<Instant>>,
-    parker: &Parker,
-    waker: &Waker,
-) -> Option<R> {
-    let expired = |clock: &Clock| deadline.is_some_and(|d| clock.now() >= d);
-    loop {
-        let ticket = waiters.register_thread(waker);
-        // The last attempt's answer decides how long to park.
-        let again = match attempt(true) {
-            Ok(r) => {
-                if !waiters.unregister(ticket) {
-                    // A notifier took our entry meanwhile, for something other
-                    // than what the re-check found: pass the notification on
-                    // (found by loom: `block_on_never_loses_a_notification`).
-                    waiters.notify(1);
-                }
-                return Some(r);
-            }
-            Err(t) => t,
-        };
-        if expired(clock) {
-            if !waiters.unregister(ticket) {
-                waiters.notify(1);
-            }
-            return None;
-        }
-        let until = match (deadline, again) {
-            (Some(d), Some(t)) => Some(d.min(t)),
-            (d, t) => d.or(t),
-        };
-        if again.is_some() {
-            clock.park_lead(parker, until);
-        } else {
-            clock.park(parker, until);
-        }
-        let notified = !waiters.unregister(ticket);
-        if let Ok(r) = attempt(false) {
-            return Some(r);
-        }
-        if expired(clock) {
-            if notified {
-                // We were woken for something we will not take: pass it on.
-                waiters.notify(1);
-            }
-            return None;
-        }
     }
 }
 

@@ -19,7 +19,7 @@
 
 use crate::sync::{fence, AtomicBool, Ordering, Unparker};
 
-/// A sleeping flag and the sleeper's unparker (mechanism 2 above).
+/// A sleeping flag and the sleeper's unparker (way 1 above).
 #[derive(Debug)]
 pub(crate) struct Bell {
     sleeping: AtomicBool,
@@ -71,7 +71,7 @@ impl Bell {
         self.sleeping.load(Ordering::Relaxed)
     }
 
-    /// Unparks the sleeper whatever its state (mechanism 3).
+    /// Unparks the sleeper whatever its state (way 2 above).
     pub(crate) fn force(&self) {
         self.unparker.unpark();
     }
