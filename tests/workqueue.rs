@@ -760,6 +760,56 @@ fn shut_down_survives_delayed_keys_whose_drop_panics() {
     join(spawn(move || drop(q)));
 }
 
+#[test]
+fn the_last_handles_drop_contains_panicking_drops_of_ready_and_processing_items() {
+    // Found by an adversarial review: these copies were dropped by the maps'
+    // own drop glue, so the first panic came out of `drop(q)` (and a second,
+    // of a `Drop` that panics even while unwinding, aborted the process).
+    for shut_first in [false, true] {
+        let (q, _clock) = mock::<Touchy>();
+        let keys: Vec<Touchy> = (1..=3).map(Touchy::new).collect();
+        for k in &keys {
+            q.add(k.clone());
+        }
+        let handed_out = q.get().unwrap(); // its copy stays in the processing set
+        q.add(keys[0].clone()); // dirty while processing
+        for k in &keys {
+            k.on_drop.0.store(true, Ordering::SeqCst);
+        }
+        std::mem::forget(handed_out);
+        if shut_first {
+            q.shut_down();
+        }
+        let dropped = thread::spawn(move || drop(q)).join();
+        for k in &keys {
+            k.disarm();
+        }
+        assert!(dropped.is_ok(), "shut_first {shut_first}: a panicking Drop escaped the last handle's drop");
+    }
+}
+
+#[test]
+fn a_ready_time_past_the_horizon_never_becomes_ready_and_does_not_stall_a_step() {
+    // Found by an adversarial review: 490 years fits an `Instant` but lies past
+    // the core queue's horizon (about 484 years), where no deadline falls due;
+    // every step past it waited the mover's patience (10 s) for the item.
+    let year = Duration::from_secs(365 * 24 * 3600);
+    let (q, clock) = mock::<&str>();
+    q.add_after("far", year * 490);
+    let start = Instant::now();
+    clock.advance(year * 491);
+    assert!(start.elapsed() < Duration::from_secs(5), "the step waited for an item that is never due");
+    assert_eq!((q.len(), q.stats().delayed), (0, 1));
+    // The clock is past the horizon now: a short delay from here ends past it too.
+    q.add_after("after", Duration::from_secs(1));
+    let start = Instant::now();
+    clock.advance(Duration::from_secs(2));
+    assert!(start.elapsed() < Duration::from_secs(5), "the step waited for an item that is never due");
+    assert_eq!(q.len(), 0);
+    q.add_after("now", Duration::ZERO);
+    assert_eq!(take_ready(&q), ["now"]);
+}
+
 /// A key whose `Hash` panics for every key but the one `REHASH_SAFE` names,
 /// while `REHASH_ARMED` is set: what a rehash of the whole map meets.
 #[derive(Clone, Debug, PartialEq, Eq)]

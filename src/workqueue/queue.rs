@@ -23,6 +23,7 @@
 use super::metrics::Metrics;
 use super::rate_limiter::RateLimiter;
 use super::stats::{Samples, Stats};
+use crate::clock::NEVER;
 use crate::contain::{dispose, drop_contained};
 use crate::shrink::Shrink;
 use crate::sync::{lock, thread::JoinHandle, Condvar, Mutex, MutexGuard};
@@ -146,6 +147,21 @@ impl<K> Drop for Handle<K> {
                 let _ = m.join();
             }
         }
+        // Nobody can `get` or `done` any more: the FIFO's items and the dirty
+        // and processing sets' copies are dropped here, each on its own, so
+        // that a panicking `Drop` is caught and counted rather than thrown out
+        // of this drop (and a second one abort the process mid-unwind).
+        let (queue, dirty, processing) = {
+            let mut st = lock(&self.inner.state);
+            let st = &mut *st;
+            (std::mem::take(&mut st.queue), std::mem::take(&mut st.dirty), std::mem::take(&mut st.processing))
+        };
+        let panics = drop_contained(queue)
+            + drop_contained(dirty.into_keys())
+            + drop_contained(processing.into_keys());
+        if panics > 0 {
+            lock(&self.inner.state).panics += panics;
+        }
     }
 }
 
@@ -212,7 +228,8 @@ impl<K: Hash + Eq> State<K> {
 /// An item in the delay stage.
 struct Waiting {
     key: Key,
-    /// `None`: too far for `Instant`, never ready.
+    /// `None`: never ready (too far for `Instant`, or at or past the core
+    /// queue's horizon, where its deadline never falls due).
     ready: Option<Instant>,
 }
 
@@ -406,7 +423,9 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
             self.wake_getters(usize::from(added));
             return;
         }
-        let ready = now.checked_add(delay);
+        // The core never delivers a deadline at or past its horizon: neither
+        // may a clock step wait for one (`clock_moved`).
+        let ready = now.checked_add(delay).filter(|&t| self.tx.shared().deadline_ticks(t) != NEVER);
         if let Some(w) = st.waiting.get_mut(&item) {
             if let (true, Some(t)) = (earlier(ready, w.ready), ready) {
                 // `false`: the item was delivered already and the mover is
@@ -419,7 +438,8 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Inner<K> {
             return;
         }
         // Sent under the lock, so that the mover finds the entry. An unbounded
-        // queue does not block a send; a delay past `Instant` saturates to never.
+        // queue does not block a send; a delay past `Instant` or the horizon
+        // is never due.
         let sent = match ready {
             Some(t) => self.tx.send_at(item.clone(), t),
             None => self.tx.send_after(item.clone(), delay),
@@ -638,7 +658,9 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// Adds `item` once `delay` has passed (by the queue's clock). A zero delay
     /// is [`add`](WorkQueue::add). If `item` is in the delay stage already, it
     /// stays there once, with the earlier of the two ready times. A delay too
-    /// large for `Instant` never makes it ready. Ignored after shut down.
+    /// large for `Instant`, or one that ends at or past the queue's horizon
+    /// (about 484 years after it was built, as for [`Sender::send_at`]), never
+    /// makes it ready. Ignored after shut down.
     ///
     /// # Examples
     ///
