@@ -55,7 +55,7 @@ OPTIONS:
   --n N               items per matrix run (default 2000000)
   --repeats R         repeats of every run; results.md shows min / median / max and
                       keeps the median-throughput one (paced: median p99) (default 3)
-  --impls a,b,...     subset of: delayq,delayq-bounded,delayq-nohelp,delayq-nice,delayq-batch,delayq-async,std-heap,pl-heap,tokio-dq,skiplist,channel
+  --impls a,b,...     subset of: delayq,delayq-bounded,delayq-nohelp,delayq-nice,delayq-batch,delayq-async,delayq-async-direct,std-heap,pl-heap,tokio-dq,skiplist,channel
                       (default: all but delayq-nice, which needs CAP_SYS_NICE, and
                       delayq-nohelp, the A/B of Builder::helping(false)); the paced
                       sweep adds a `floor` row at every rate (one thread sleeping

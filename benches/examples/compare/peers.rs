@@ -25,6 +25,14 @@
 //!   forwards each item to the consumer threads over a crossbeam channel — the
 //!   same shape as `tokio-dq`, so the two compare the async front-ends (the
 //!   hop subtracted from the lateness, as for `tokio-dq`).
+//! - `delayq-async-direct`: unbounded `delayq` awaited on the consumer threads
+//!   themselves: each consumer thread owns a current-thread runtime and
+//!   `block_on`s `recv_async` for every item, so the row differs from `delayq`
+//!   only in how a receiver waits (a `Waker` and the runtime's park instead of
+//!   the queue's own parker). No hop: the forwarding row above pays for its
+//!   crossbeam hop's consumers, which spin and yield between the trickle of
+//!   items (at 100 K/s, 16 × 16, they took about half the process's CPU in a
+//!   `perf record`), and that CPU is the harness's, not the front-end's.
 //! - `skiplist`: crossbeam-skiplist `SkipMap<(Instant, id), Item>` polled by the
 //!   consumers (spin a little, then `yield_now`).
 //! - `channel`: crossbeam-channel `bounded(1024)` with NO delay semantics: the
@@ -51,6 +59,7 @@ pub const ALL: &[&str] = &[
     "delayq-nice",
     "delayq-batch",
     "delayq-async",
+    "delayq-async-direct",
     "std-heap",
     "pl-heap",
     "tokio-dq",
@@ -83,6 +92,7 @@ pub fn build(name: &str, p: usize, c: usize) -> Plumbing {
         "pl-heap" => heap_plumbing(Arc::new(pl_heap::HeapQueue::new()), p, c),
         "tokio-dq" => tokio_plumbing(p, c),
         "delayq-async" => delayq_async_plumbing(p, c),
+        "delayq-async-direct" => delayq_async_direct_plumbing(p, c),
         "skiplist" => skiplist_plumbing(p, c),
         "channel" => channel_plumbing(p, c),
         other => panic!("unknown implementation {other:?}; known: {}", ALL.join(", ")),
@@ -383,6 +393,35 @@ fn delayq_async_plumbing(p: usize, c: usize) -> Plumbing {
             let _ = driver.join();
         }),
     }
+}
+
+fn delayq_async_direct_plumbing(p: usize, c: usize) -> Plumbing {
+    let (tx, rx) = delayq::unbounded::<Item>();
+    let senders = (0..p)
+        .map(|_| {
+            let tx = tx.clone();
+            Box::new(move |it: Item| {
+                tx.send_at(it, it.deadline).expect("delayq: send failed while receivers live");
+            }) as SendFn
+        })
+        .collect();
+    drop(tx);
+    let receivers = (0..c)
+        .map(|_| {
+            let rx = rx.clone();
+            // Built on the consumer thread at its first call: a runtime belongs
+            // to the thread that drives it.
+            let mut rt: Option<tokio::runtime::Runtime> = None;
+            Box::new(move || {
+                let rt = rt.get_or_insert_with(|| {
+                    tokio::runtime::Builder::new_current_thread().build().expect("tokio runtime")
+                });
+                rt.block_on(rx.recv_async()).ok()
+            }) as RecvFn
+        })
+        .collect();
+    drop(rx);
+    Plumbing { senders, receivers, on_producers_done: Box::new(|| {}), on_finish: Box::new(|| {}) }
 }
 
 fn tokio_plumbing(p: usize, c: usize) -> Plumbing {
