@@ -761,10 +761,11 @@ fn shut_down_survives_delayed_keys_whose_drop_panics() {
 }
 
 #[test]
-fn the_last_handles_drop_contains_panicking_drops_of_ready_and_processing_items() {
+fn the_last_handles_drop_contains_panicking_drops_of_ready_processing_and_failed_items() {
     // Found by an adversarial review: these copies were dropped by the maps'
-    // own drop glue, so the first panic came out of `drop(q)` (and a second,
-    // of a `Drop` that panics even while unwinding, aborted the process).
+    // own drop glue (and the rate limiter's), so the first panic came out of
+    // `drop(q)` (and a second, of a `Drop` that panics even while unwinding,
+    // aborted the process).
     for shut_first in [false, true] {
         let (q, _clock) = mock::<Touchy>();
         let keys: Vec<Touchy> = (1..=3).map(Touchy::new).collect();
@@ -773,6 +774,7 @@ fn the_last_handles_drop_contains_panicking_drops_of_ready_and_processing_items(
         }
         let handed_out = q.get().unwrap(); // its copy stays in the processing set
         q.add(keys[0].clone()); // dirty while processing
+        q.add_rate_limited(keys[2].clone()); // a copy in the limiter's failure counts
         for k in &keys {
             k.on_drop.0.store(true, Ordering::SeqCst);
         }

@@ -7,7 +7,8 @@
  *
  *   cc -O2 -o /tmp/wake benches/probes/wake.c
  *   /tmp/wake 1 500 5                 # idle, no slack
- *   /tmp/compare --child pl-heap 16 1200000 1000000 100000 & /tmp/wake 25000 500 10
+ *   cargo build --release -p delayq-bench --example compare
+ *   target/release/examples/compare --child pl-heap 16 1200000 1000000 100000 & /tmp/wake 25000 500 10
  *
  * cyclictest (Debian's rt-tests) measures the same for a real-time thread
  * (`-p 50`); its normal-priority threads keep the kernel's 50 µs slack.
@@ -39,8 +40,15 @@ int main(int argc, char **argv) {
         return 1;
     }
     long n = (long)(secs * 1e9 / interval);
+    if (n < 1) {
+        fprintf(stderr, "SECONDS must cover at least one INTERVAL\n");
+        return 2;
+    }
     long *late = malloc(n * sizeof *late);
-    if (!late) return 1;
+    if (!late) {
+        perror("malloc");
+        return 1;
+    }
     struct timespec at, now;
     clock_gettime(CLOCK_MONOTONIC, &at);
     for (long i = 0; i < n; i++) {

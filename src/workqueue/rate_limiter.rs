@@ -89,6 +89,16 @@ struct Failures<K> {
     map: Mutex<HashMap<K, usize>>,
 }
 
+impl<K> Drop for Failures<K> {
+    /// The counted items are the user's: each is dropped on its own, so that a
+    /// panicking `Drop` is caught (and a second cannot abort the process
+    /// mid-unwind) when the last work-queue handle drops its limiter.
+    fn drop(&mut self) {
+        let map = std::mem::take(&mut *lock(&self.map));
+        crate::contain::drop_contained(map.into_keys());
+    }
+}
+
 /// The map never shrinks below this capacity (shrinking a small map buys nothing).
 const MIN_CAPACITY: usize = 64;
 
