@@ -99,20 +99,25 @@ pub fn build(name: &str, p: usize, c: usize) -> Plumbing {
     }
 }
 
-fn delayq_plumbing(
-    (tx, rx): (delayq::Sender<Item>, delayq::Receiver<Item>),
-    p: usize,
-    c: usize,
-    batch: bool,
-) -> Plumbing {
-    let senders = (0..p)
+/// `p` senders, each a clone of `tx` that sends an item at its deadline.
+fn delayq_senders(tx: &delayq::Sender<Item>, p: usize) -> Vec<SendFn> {
+    (0..p)
         .map(|_| {
             let tx = tx.clone();
             Box::new(move |it: Item| {
                 tx.send_at(it, it.deadline).expect("delayq: send failed while receivers live");
             }) as SendFn
         })
-        .collect();
+        .collect()
+}
+
+fn delayq_plumbing(
+    (tx, rx): (delayq::Sender<Item>, delayq::Receiver<Item>),
+    p: usize,
+    c: usize,
+    batch: bool,
+) -> Plumbing {
+    let senders = delayq_senders(&tx, p);
     let receivers = (0..c)
         .map(|_| {
             let rx = rx.clone();
@@ -368,14 +373,7 @@ fn delayq_async_plumbing(p: usize, c: usize) -> Plumbing {
             let _ = stop_rx.recv();
         })
         .expect("spawn delayq-async driver");
-    let senders = (0..p)
-        .map(|_| {
-            let tx = tx.clone();
-            Box::new(move |it: Item| {
-                tx.send_at(it, it.deadline).expect("delayq: send failed while receivers live");
-            }) as SendFn
-        })
-        .collect();
+    let senders = delayq_senders(&tx, p);
     drop(tx);
     let receivers = (0..c)
         .map(|_| {
@@ -397,14 +395,7 @@ fn delayq_async_plumbing(p: usize, c: usize) -> Plumbing {
 
 fn delayq_async_direct_plumbing(p: usize, c: usize) -> Plumbing {
     let (tx, rx) = delayq::unbounded::<Item>();
-    let senders = (0..p)
-        .map(|_| {
-            let tx = tx.clone();
-            Box::new(move |it: Item| {
-                tx.send_at(it, it.deadline).expect("delayq: send failed while receivers live");
-            }) as SendFn
-        })
-        .collect();
+    let senders = delayq_senders(&tx, p);
     drop(tx);
     let receivers = (0..c)
         .map(|_| {
