@@ -684,6 +684,53 @@ fn shutdown_waits_for_running_callbacks() {
     assert!(join(stopper));
 }
 
+/// Flips its flag when the thread that holds it exits (thread-local destructors
+/// run before a join of that thread returns).
+struct OnExit(Arc<AtomicBool>);
+
+impl Drop for OnExit {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+thread_local!(static EXIT: std::cell::RefCell<Option<OnExit>> = const { std::cell::RefCell::new(None) });
+
+#[test]
+fn every_worker_thread_has_exited_when_shutdown_or_the_last_drop_returns() {
+    // The pool's threads were left to exit on their own (a dropped rayon pool
+    // does not join them); shutdown now joins them, as the queue's proxies.
+    for by_drop in [false, true] {
+        let (s, clock) = mock(3);
+        let exited: Vec<Arc<AtomicBool>> = (0..30).map(|_| Arc::new(AtomicBool::new(false))).collect();
+        let (ran, runs) = mpsc::channel();
+        for e in &exited {
+            let (e, ran) = (e.clone(), ran.clone());
+            s.schedule_at(clock.now(), move || {
+                // Marks the worker this run is on (once per thread).
+                EXIT.with(|x| x.borrow_mut().get_or_insert_with(|| OnExit(e.clone())).0.clone());
+                ran.send(()).unwrap();
+            });
+        }
+        for _ in &exited {
+            runs.recv_timeout(WAIT).expect("a callback did not run");
+        }
+        if by_drop {
+            drop(s);
+        } else {
+            s.shutdown();
+        }
+        // Each marked worker has exited: at least one flag is set, and every
+        // flag a worker took is set (the others were never installed).
+        let set = exited.iter().filter(|e| e.load(Ordering::SeqCst)).count();
+        let installed = exited.iter().filter(|e| Arc::strong_count(e) > 1).count();
+        assert!(
+            set >= 1 && installed == 0,
+            "by_drop {by_drop}: {set} exited, {installed} workers still hold theirs"
+        );
+    }
+}
+
 #[test]
 fn no_callback_starts_after_shutdown_returns() {
     let (s, clock) = mock(2);

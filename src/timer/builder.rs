@@ -4,7 +4,7 @@
 use super::metrics::Metrics;
 use super::scheduler::{Inner, Scheduler};
 use super::BuildError;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use crate::{Builder, Clock};
 use std::sync::Arc;
 
@@ -128,6 +128,10 @@ impl SchedulerBuilder {
         let panicked = Arc::new(AtomicU64::new(0));
         let counter = panicked.clone();
         let handler_metrics = metrics.clone();
+        // The workers are spawned here, so that shutdown can join them (rayon
+        // lets a dropped pool's threads exit on their own).
+        let workers = Arc::new(Mutex::new(Vec::with_capacity(threads)));
+        let spawned = workers.clone();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("delayq-timer-worker-{i}"))
@@ -140,18 +144,32 @@ impl SchedulerBuilder {
                 handler_metrics.panicked(1);
                 std::mem::forget(payload);
             })
+            .spawn_handler(move |worker| {
+                let mut b = crate::sync::thread::Builder::new();
+                if let Some(name) = worker.name() {
+                    b = b.name(name.to_owned());
+                }
+                if let Some(size) = worker.stack_size() {
+                    b = b.stack_size(size);
+                }
+                lock(&spawned).push(b.spawn(|| worker.run())?);
+                Ok(())
+            })
             .build()
             .map_err(|e| BuildError::ThreadPool(e.to_string()))?;
+        let workers = std::mem::take(&mut *lock(&workers));
         let (tx, rx) = Builder::new()
             .clock(self.clock.clone())
             .thread_name_prefix("delayq-timer")
             .name(format!("timer/{name}"))
             .build::<u64>()?;
-        let inner = Arc::new(Inner::new(self.clock, tx, rx, pool, panicked, metrics));
+        let inner = Arc::new(Inner::new(self.clock, tx, rx, workers, panicked, metrics));
         let me = inner.clone();
+        // The dispatcher owns the pool: when it stops (shutdown), the pool's
+        // threads are told to exit, and shutdown joins them.
         let dispatcher = crate::sync::thread::Builder::new()
             .name("delayq-timer-dispatch".to_owned())
-            .spawn(move || me.dispatch())
+            .spawn(move || me.dispatch(pool))
             .map_err(BuildError::Spawn)?;
         inner.set_dispatcher(dispatcher);
         Ok(Scheduler::from_inner(inner))

@@ -180,7 +180,9 @@ pub(super) struct Inner {
     clock: Clock,
     tx: Sender<u64>,
     rx: Receiver<u64>,
-    pool: rayon::ThreadPool,
+    /// The pool's worker threads (the pool itself belongs to the dispatcher),
+    /// joined by shutdown.
+    workers: Mutex<Vec<JoinHandle<()>>>,
     state: Mutex<State>,
     /// Signalled when `running` drops or `stuck` rises.
     idle: Condvar,
@@ -283,7 +285,7 @@ impl Inner {
         clock: Clock,
         tx: Sender<u64>,
         rx: Receiver<u64>,
-        pool: rayon::ThreadPool,
+        workers: Vec<JoinHandle<()>>,
         panicked: Arc<AtomicU64>,
         metrics: Metrics,
     ) -> Inner {
@@ -294,7 +296,7 @@ impl Inner {
             clock,
             tx,
             rx,
-            pool,
+            workers: Mutex::new(workers),
             state: Mutex::new(State { timers: HashMap::new(), running: 0, stuck: 0, shut_down: false }),
             idle: Condvar::new(),
             runs: Mutex::new(VecDeque::new()),
@@ -310,8 +312,9 @@ impl Inner {
     }
 
     /// The dispatcher thread: due ids in, runs out to the pool, until shutdown
-    /// closes and empties the queue.
-    pub(super) fn dispatch(self: Arc<Self>) {
+    /// closes and empties the queue; then it drops the pool, whose threads
+    /// exit once their queued jobs are done.
+    pub(super) fn dispatch(self: Arc<Self>, pool: rayon::ThreadPool) {
         let mut ids = Vec::with_capacity(BATCH);
         let mut runs = Vec::with_capacity(BATCH);
         while self.rx.recv_many(&mut ids, BATCH).is_ok() {
@@ -332,7 +335,7 @@ impl Inner {
             lock(&self.runs).extend(runs.drain(..));
             for _ in 0..n {
                 let me = self.clone();
-                self.pool.spawn(move || me.run_next());
+                pool.spawn(move || me.run_next());
             }
         }
     }
@@ -534,8 +537,10 @@ impl Inner {
         // Join the dispatcher before emptying `runs`, so that no run it hands
         // out afterwards keeps a callback alive past this call.
         let dispatcher = lock(&self.dispatcher).take();
+        let mut on_dispatcher = false;
         if let Some(d) = dispatcher {
-            if d.thread().id() != crate::sync::thread::current().id() {
+            on_dispatcher = d.thread().id() == crate::sync::thread::current().id();
+            if !on_dispatcher {
                 let _ = d.join();
             }
         }
@@ -556,6 +561,26 @@ impl Inner {
             st = self.idle.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         st.stuck -= mine;
+        let others_stuck = st.stuck > 0;
+        drop(st);
+        // The dispatcher dropped the pool as it stopped: its threads exit once
+        // their queued jobs (which find `runs` empty) are done, and are joined
+        // here. Not from one of them (it cannot wait for itself), nor from the
+        // dispatcher (which still holds the pool), nor while a callback of ours
+        // is inside its own shutdown (it may wait for this caller once it
+        // returns): then they exit on their own, unjoined.
+        let me = crate::sync::thread::current().id();
+        let workers = {
+            let mut w = lock(&self.workers);
+            if on_dispatcher || others_stuck || mine > 0 || w.iter().any(|h| h.thread().id() == me) {
+                Vec::new()
+            } else {
+                std::mem::take(&mut *w)
+            }
+        };
+        for w in workers {
+            let _ = w.join();
+        }
     }
 }
 
@@ -822,9 +847,12 @@ impl Scheduler {
     }
 
     /// Stops the scheduler: drops every pending timer (and its callback), waits
-    /// for the callbacks running now to return, and returns; after that no
+    /// for the callbacks running now to return, joins the scheduler's threads
+    /// (its dispatcher and the pool's workers), and returns; after that no
     /// callback starts. Idempotent; from inside a callback it waits for the other
-    /// running callbacks only. Dropping the last handle calls it.
+    /// running callbacks only, and leaves the pool's threads to exit on their
+    /// own (as does a shutdown while such a callback is inside its own). Dropping
+    /// the last handle calls it.
     ///
     /// # Examples
     ///
