@@ -700,11 +700,13 @@ thread_local!(static EXIT: std::cell::RefCell<Option<OnExit>> = const { std::cel
 fn every_worker_thread_has_exited_when_shutdown_or_the_last_drop_returns() {
     // The pool's threads were left to exit on their own (a dropped rayon pool
     // does not join them); shutdown now joins them, as the queue's proxies.
-    for by_drop in [false, true] {
+    // "twice": two threads shut down at once, and each checks on its return.
+    for how in ["shutdown", "drop", "twice"] {
         let (s, clock) = mock(3);
-        let exited: Vec<Arc<AtomicBool>> = (0..30).map(|_| Arc::new(AtomicBool::new(false))).collect();
+        let exited: Arc<Vec<Arc<AtomicBool>>> =
+            Arc::new((0..30).map(|_| Arc::new(AtomicBool::new(false))).collect());
         let (ran, runs) = mpsc::channel();
-        for e in &exited {
+        for e in exited.iter() {
             let (e, ran) = (e.clone(), ran.clone());
             s.schedule_at(clock.now(), move || {
                 // Marks the worker this run is on (once per thread).
@@ -712,23 +714,70 @@ fn every_worker_thread_has_exited_when_shutdown_or_the_last_drop_returns() {
                 ran.send(()).unwrap();
             });
         }
-        for _ in &exited {
+        for _ in exited.iter() {
             runs.recv_timeout(WAIT).expect("a callback did not run");
         }
-        if by_drop {
-            drop(s);
-        } else {
-            s.shutdown();
+        match how {
+            "shutdown" => s.shutdown(),
+            "drop" => drop(s),
+            _ => {
+                let start = Arc::new(Barrier::new(2));
+                let stoppers: Vec<_> = (0..2)
+                    .map(|_| {
+                        let (s, start, exited) = (s.clone(), start.clone(), exited.clone());
+                        spawn(move || {
+                            start.wait();
+                            s.shutdown();
+                            all_marked_workers_exited(how, &exited);
+                        })
+                    })
+                    .collect();
+                stoppers.into_iter().for_each(join);
+            }
         }
-        // Each marked worker has exited: at least one flag is set, and every
-        // flag a worker took is set (the others were never installed).
-        let set = exited.iter().filter(|e| e.load(Ordering::SeqCst)).count();
-        let installed = exited.iter().filter(|e| Arc::strong_count(e) > 1).count();
-        assert!(
-            set >= 1 && installed == 0,
-            "by_drop {by_drop}: {set} exited, {installed} workers still hold theirs"
-        );
+        all_marked_workers_exited(how, &exited);
     }
+}
+
+/// Each worker a run marked has exited: at least one flag is set, and every
+/// flag a worker took is set (the others were never installed).
+fn all_marked_workers_exited(how: &str, exited: &[Arc<AtomicBool>]) {
+    let set = exited.iter().filter(|e| e.load(Ordering::SeqCst)).count();
+    let installed = exited.iter().filter(|e| Arc::strong_count(e) > 1).count();
+    assert!(set >= 1 && installed == 0, "{how}: {set} exited, {installed} workers still hold theirs");
+}
+
+/// Owns the last handle; says when its drop (and the shutdown in it) is over.
+struct LastHandle {
+    s: Option<Scheduler>,
+    dropped: Sender<()>,
+}
+
+impl Drop for LastHandle {
+    fn drop(&mut self) {
+        drop(self.s.take());
+        let _ = self.dropped.send(());
+    }
+}
+
+#[test]
+fn a_repeating_callback_that_cancels_itself_while_owning_the_last_handle_shuts_down() {
+    // Found by a review: its drop (after the run) dropped the last handle on
+    // the worker once the run had left its callback's count but was still
+    // counted as running, so that shutdown waited for its own run forever.
+    let (s, clock) = mock(1);
+    let (dropped, done) = mpsc::channel();
+    let id: Arc<OnceLock<TimerId>> = Arc::default();
+    let holder = LastHandle { s: Some(s.clone()), dropped };
+    let mine = id.clone();
+    let t = s.schedule_every(clock.now() + ms(1), ms(1), MissedTicks::Skip, move || {
+        let h = &holder;
+        h.s.as_ref().unwrap().cancel(*mine.get().unwrap());
+    });
+    id.set(t).unwrap();
+    drop(s);
+    clock.advance(ms(1));
+    done.recv_timeout(WAIT).expect("the last handle's drop on the worker never returned");
 }
 
 #[test]

@@ -181,10 +181,12 @@ pub(super) struct Inner {
     tx: Sender<u64>,
     rx: Receiver<u64>,
     /// The pool's worker threads (the pool itself belongs to the dispatcher),
-    /// joined by shutdown.
+    /// joined by the first shutdown that may join them.
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// Their ids, kept after the handles are taken.
+    worker_ids: Vec<crate::sync::thread::ThreadId>,
     state: Mutex<State>,
-    /// Signalled when `running` drops or `stuck` rises.
+    /// Signalled when `running` drops, `stuck` rises or the workers are joined.
     idle: Condvar,
     /// Runs handed out by the dispatcher, in due order; each pool job takes the
     /// front one, so runs start in this order whatever order the pool picks
@@ -205,6 +207,8 @@ struct State {
     /// Runs blocked in `shutdown` from inside their own callback.
     stuck: usize,
     shut_down: bool,
+    /// A shutdown joined the pool's workers.
+    workers_joined: bool,
 }
 
 impl State {
@@ -296,8 +300,15 @@ impl Inner {
             clock,
             tx,
             rx,
+            worker_ids: workers.iter().map(|w| w.thread().id()).collect(),
             workers: Mutex::new(workers),
-            state: Mutex::new(State { timers: HashMap::new(), running: 0, stuck: 0, shut_down: false }),
+            state: Mutex::new(State {
+                timers: HashMap::new(),
+                running: 0,
+                stuck: 0,
+                shut_down: false,
+                workers_joined: false,
+            }),
             idle: Condvar::new(),
             runs: Mutex::new(VecDeque::new()),
             next_seq: AtomicU64::new(0),
@@ -388,8 +399,10 @@ impl Inner {
                 self.repeat(run.seq, run.due, interval, missed, f)
             }
         };
-        drop(here);
+        // Before leaving the callback's count: a leftover that owns the last
+        // handle shuts down from here, and must count this run as its own.
         self.drop_contained(leftover);
+        drop(here);
     }
 
     /// Runs a repeating timer due at `due` (and its `Burst` catch-up), then
@@ -564,23 +577,29 @@ impl Inner {
         let others_stuck = st.stuck > 0;
         drop(st);
         // The dispatcher dropped the pool as it stopped: its threads exit once
-        // their queued jobs (which find `runs` empty) are done, and are joined
-        // here. Not from one of them (it cannot wait for itself), nor from the
-        // dispatcher (which still holds the pool), nor while a callback of ours
-        // is inside its own shutdown (it may wait for this caller once it
-        // returns): then they exit on their own, unjoined.
+        // their queued jobs (which find `runs` empty, and whatever a callback
+        // handed to `rayon::spawn`) are done, and are joined here. Not on one
+        // of them or the dispatcher (it would wait for itself), nor while a
+        // callback of ours is inside its own shutdown (it may wait for this
+        // caller once it returns): then they exit on their own. A second
+        // caller waits for the first one's join.
         let me = crate::sync::thread::current().id();
-        let workers = {
-            let mut w = lock(&self.workers);
-            if on_dispatcher || others_stuck || mine > 0 || w.iter().any(|h| h.thread().id() == me) {
-                Vec::new()
-            } else {
-                std::mem::take(&mut *w)
+        if on_dispatcher || others_stuck || mine > 0 || self.worker_ids.contains(&me) {
+            return;
+        }
+        let workers = std::mem::take(&mut *lock(&self.workers));
+        if workers.is_empty() {
+            let mut st = lock(&self.state);
+            while !st.workers_joined {
+                st = self.idle.wait(st).unwrap_or_else(|p| p.into_inner());
             }
-        };
+            return;
+        }
         for w in workers {
             let _ = w.join();
         }
+        lock(&self.state).workers_joined = true;
+        self.idle.notify_all();
     }
 }
 
@@ -848,11 +867,13 @@ impl Scheduler {
 
     /// Stops the scheduler: drops every pending timer (and its callback), waits
     /// for the callbacks running now to return, joins the scheduler's threads
-    /// (its dispatcher and the pool's workers), and returns; after that no
-    /// callback starts. Idempotent; from inside a callback it waits for the other
-    /// running callbacks only, and leaves the pool's threads to exit on their
-    /// own (as does a shutdown while such a callback is inside its own). Dropping
-    /// the last handle calls it.
+    /// (its dispatcher and the pool's workers, so it also waits for work a
+    /// callback handed to `rayon::spawn`, which runs on that pool), and
+    /// returns; after that no callback starts. Idempotent; from inside a
+    /// callback it waits for the other running callbacks only, and leaves the
+    /// pool's threads to exit on their own (as does a call from any of the
+    /// pool's threads, or one made while such a callback is inside its own
+    /// shutdown). Dropping the last handle calls it.
     ///
     /// # Examples
     ///
