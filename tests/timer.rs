@@ -710,7 +710,9 @@ fn every_worker_thread_has_exited_when_shutdown_or_the_last_drop_returns() {
             let (e, ran) = (e.clone(), ran.clone());
             s.schedule_at(clock.now(), move || {
                 // Marks the worker this run is on (once per thread).
-                EXIT.with(|x| x.borrow_mut().get_or_insert_with(|| OnExit(e.clone())).0.clone());
+                EXIT.with(|x| {
+                    x.borrow_mut().get_or_insert_with(|| OnExit(e.clone()));
+                });
                 ran.send(()).unwrap();
             });
         }
@@ -771,7 +773,7 @@ fn a_repeating_callback_that_cancels_itself_while_owning_the_last_handle_shuts_d
     let holder = LastHandle { s: Some(s.clone()), dropped };
     let mine = id.clone();
     let t = s.schedule_every(clock.now() + ms(1), ms(1), MissedTicks::Skip, move || {
-        let h = &holder;
+        let h = &holder; // the whole holder moves in (its `Drop` is the point)
         h.s.as_ref().unwrap().cancel(*mine.get().unwrap());
     });
     id.set(t).unwrap();
