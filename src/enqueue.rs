@@ -46,11 +46,13 @@
 //! preempts the performer never leaves the role held by a thread off the CPU.
 //!
 //! **A new earliest deadline** (Java `DelayQueue.offer`'s signal): a batch
-//! that inserts lowers `index_head` under the timers lock; after the release
-//! it fences and reads the lead (`lead.rs`): a leader waiting for a later
-//! deadline, or nobody leading, means one waiting consumer is woken (the
-//! dequeue proxy, if it leads). Nothing is woken when someone leads for a
-//! deadline no later.
+//! that inserts lowers `index_head` under the timers lock; if that made a new
+//! head, after the release it fences and reads the lead (`lead.rs`): a leader
+//! waiting for a later deadline, or nobody leading, means one waiting
+//! consumer is woken (the dequeue proxy, if it leads). Nothing is woken when
+//! someone leads for a deadline no later, nor for an insert no earlier than
+//! the head (as `offer` signals only when its item becomes the head):
+//! whoever leads for the head or is about to look at it covers the insert.
 
 use crate::cmd::Cmd;
 use crate::contain::drop_contained;
@@ -149,7 +151,8 @@ pub(crate) struct Owed<T> {
     fast: bool,
     /// Items that left `len` (cancelled, taken).
     released: usize,
-    /// The earliest deadline the batch inserted (a new head to signal).
+    /// The earliest deadline the batch inserted, while it is applied; then
+    /// only if it lowered `index_head` (a new head to signal).
     earliest: Option<u64>,
     applied: Applied,
     done: Vec<Done<T>>,
@@ -331,9 +334,10 @@ pub(crate) fn apply<T>(s: &Shared<T>, max: usize) -> Owed<T> {
     }
     drop(guard);
     if let Some(e) = owed.earliest {
-        // SeqCst: read by consumers that found the egress empty, and the
-        // first half of the new-head hand-off (`lead.rs`).
-        s.index_head.fetch_min(e, Ordering::SeqCst);
+        if !crate::lead::lower_head(&s.index_head, e) {
+            // No new head: nothing to signal.
+            owed.earliest = None;
+        }
     }
     if owed.released > 0 {
         owed.tidy = s.tidy(t);

@@ -21,7 +21,9 @@
 //! each a store-buffering pair of SeqCst accesses with a SeqCst fence between
 //! each side's write and read:
 //! - **A new earliest deadline** (the enqueue role, after an insert): it
-//!   lowers `index_head`, fences, then reads the lead ([`Lead::after_insert`]);
+//!   lowers `index_head` ([`lower_head`]; an insert no earlier than the head
+//!   changes nothing here and signals nothing), fences, then reads the lead
+//!   ([`Lead::after_insert`]);
 //!   a waiting consumer registers, fences, reads `index_head`, then takes the
 //!   lead. Either the consumer sees the new head, or the inserter sees a lead
 //!   later than it (or none) and wakes a consumer (or the proxy, if it leads).
@@ -125,6 +127,21 @@ impl Lead {
     }
 }
 
+/// An insert, under the timers lock, lowers the published head
+/// (`Shared::index_head`) to `earliest`. Returns `true` if that made a new
+/// head, which the inserter signals after the role's release
+/// ([`Lead::after_insert`]). An insert no earlier than the head needs no
+/// signal (Java's `DelayQueue.offer` signals only when its item becomes the
+/// head): the invariant (module docs) already holds for the head, so whoever
+/// leads for it, or is about to look at it, covers the insert too. (At 16 x
+/// 16, unthrottled, with a backlog due and nobody leading, signalling every
+/// inserting batch woke a consumer per batch for nothing.)
+pub(crate) fn lower_head(head: &AtomicU64, earliest: u64) -> bool {
+    // SeqCst: read by consumers that found the egress empty, and the
+    // inserter's first half of the new-head hand-off.
+    head.fetch_min(earliest, Ordering::SeqCst) > earliest
+}
+
 #[cfg(all(test, not(delayq_loom)))]
 mod tests {
     use super::*;
@@ -144,5 +161,17 @@ mod tests {
         assert!(l.give_up(b));
         assert_eq!(l.current(), None);
         assert_eq!(l.after_insert(100), Some(None));
+    }
+
+    #[test]
+    fn only_an_insert_earlier_than_the_head_is_a_new_head() {
+        let head = AtomicU64::new(10);
+        assert!(!lower_head(&head, 10), "equal: the head's leader covers it");
+        assert!(!lower_head(&head, 11));
+        assert_eq!(head.load(Ordering::SeqCst), 10);
+        assert!(lower_head(&head, 9));
+        assert_eq!(head.load(Ordering::SeqCst), 9);
+        let empty = AtomicU64::new(crate::clock::NEVER);
+        assert!(lower_head(&empty, 5), "the first item in an empty index is a new head");
     }
 }

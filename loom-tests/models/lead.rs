@@ -38,8 +38,7 @@ fn a_new_earliest_deadline_reaches_a_consumer_leading_for_a_later_one() {
             thread::spawn(move || {
                 // The enqueue role: the insert lowers the head (`enqueue::apply`),
                 // then, after the role's release, the signal (`enqueue::new_head`).
-                head.fetch_min(5, Ordering::SeqCst);
-                if lead.after_insert(5).is_some() {
+                if crate::lead::lower_head(&head, 5) && lead.after_insert(5).is_some() {
                     consumers.notify_after_fence(1);
                 }
             })
