@@ -127,15 +127,11 @@ impl Lead {
     }
 }
 
-/// An insert, under the timers lock, lowers the published head
-/// (`Shared::index_head`) to `earliest`. Returns `true` if that made a new
-/// head, which the inserter signals after the role's release
-/// ([`Lead::after_insert`]). An insert no earlier than the head needs no
-/// signal (Java's `DelayQueue.offer` signals only when its item becomes the
-/// head): the invariant (module docs) already holds for the head, so whoever
-/// leads for it, or is about to look at it, covers the insert too. (At 16 x
-/// 16, unthrottled, with a backlog due and nobody leading, signalling every
-/// inserting batch woke a consumer per batch for nothing.)
+/// An insert (under the timers lock) lowers `Shared::index_head` to
+/// `earliest`: `true` if that made a new head, to signal after the role's
+/// release ([`Lead::after_insert`]). One no earlier than the head needs no
+/// signal, as Java's `offer` signals only for a new head: the invariant
+/// holds for the head, so whoever leads for it or is about to look covers it.
 pub(crate) fn lower_head(head: &AtomicU64, earliest: u64) -> bool {
     // SeqCst: read by consumers that found the egress empty, and the
     // inserter's first half of the new-head hand-off.
